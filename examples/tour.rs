@@ -1,0 +1,93 @@
+//! A tour of `wheel`: sleep, timeout and interval on the default timer, an
+//! explicit timer with its own tick, and the stats each keeps.
+//!
+//! Run it with `cargo run --release --example tour`. It uses real time and
+//! takes about a second.
+
+use std::time::Duration;
+
+use wheel::{Instant, MissedTickBehavior, Timer};
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    println!("tiered-wheel tour: a hierarchical timing wheel behind tokio::time's API\n");
+
+    // 1. sleep: 20,000 tasks, each sleeping 1-500 ms, none may wake early.
+    let n = 20_000u64;
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..n)
+        .map(|i| {
+            let delay = Duration::from_millis(1 + (i * 7919) % 500);
+            tokio::spawn(async move {
+                let deadline = Instant::now() + delay;
+                wheel::sleep_until(deadline).await;
+                let woke = Instant::now();
+                (woke < deadline, woke.saturating_duration_since(deadline))
+            })
+        })
+        .collect();
+    let mut late = Vec::with_capacity(tasks.len());
+    let mut early = 0;
+    for task in tasks {
+        let (was_early, lateness) = task.await.expect("sleeper panicked");
+        early += usize::from(was_early);
+        late.push(lateness);
+    }
+    late.sort();
+    println!(
+        "sleep:    {n} sleeps of 1-500 ms done in {:?}; early: {early}; lateness p50 {:?}, p99 {:?}, max {:?}",
+        start.elapsed(),
+        late[late.len() / 2],
+        late[late.len() * 99 / 100],
+        late[late.len() - 1],
+    );
+
+    // 2. timeout: a fast future wins, a slow one is cut off.
+    let fast = wheel::timeout(Duration::from_millis(50), async { "fast" }).await;
+    let slow = wheel::timeout(
+        Duration::from_millis(50),
+        wheel::sleep(Duration::from_secs(10)),
+    )
+    .await;
+    println!(
+        "timeout:  fast future -> {fast:?}; slow future -> {}",
+        slow.unwrap_err()
+    );
+
+    // 3. interval: five ticks 20 ms apart, skipping any that are missed.
+    let mut every = wheel::interval(Duration::from_millis(20));
+    every.set_missed_tick_behavior(MissedTickBehavior::Skip);
+    let first = every.tick().await;
+    let mut offsets = Vec::new();
+    for _ in 0..4 {
+        offsets.push(every.tick().await - first);
+    }
+    println!("interval: ticks at +{offsets:?} after the first");
+
+    // 4. an explicit timer: 10 ms ticks, 16 slots per level, its own stats.
+    let coarse = Timer::builder()
+        .tick(Duration::from_millis(10))
+        .slots_per_level(16)
+        .build()
+        .expect("valid geometry");
+    let t0 = Instant::now();
+    coarse.sleep(Duration::from_millis(25)).await;
+    println!(
+        "explicit: a 25 ms sleep on a 10 ms-tick timer took {:?} (rounded up to a tick, never down)",
+        t0.elapsed()
+    );
+    // Register 1000 timeouts and cancel them all, as a server does.
+    let pending: Vec<_> = (0..1000)
+        .map(|i| Box::pin(coarse.sleep(Duration::from_secs(60 + i))))
+        .collect();
+    for mut sleep in pending {
+        futures::poll!(sleep.as_mut())
+            .is_pending()
+            .then_some(())
+            .expect("a minute away");
+    }
+
+    println!("\nstats, default timer:  {:?}", Timer::current().stats());
+    println!("stats, explicit timer: {:?}", coarse.stats());
+    println!("\nMore: cargo test (the guarantees), and the README for the wheel's geometry.");
+}

@@ -1,0 +1,91 @@
+//! The default timer of each tokio runtime, used by the free functions
+//! (`wheel::sleep`, `wheel::timeout`, ...).
+//!
+//! Each runtime gets its own timer, created on first use, keyed by
+//! `tokio::runtime::Handle::id()`, so parallel `#[tokio::test]`s (each with
+//! its own runtime and paused clock) never share a wheel. The registry holds
+//! a strong handle until the runtime shuts down; the timer's sentinel then
+//! removes it. A per-thread cache of the last (runtime, timer) pair keeps the
+//! global lock off the hot path.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use tokio::runtime::{Handle, Id};
+
+use super::Shared;
+use crate::error::BuildError;
+use crate::sync::Mutex;
+use crate::Timer;
+
+static REGISTRY: Mutex<Option<HashMap<Id, Timer>>> = Mutex::new(None);
+
+thread_local! {
+    static CACHE: RefCell<Option<(Id, Timer)>> = const { RefCell::new(None) };
+}
+
+/// The current runtime's default timer, creating it on first use.
+pub(crate) fn current() -> Result<Timer, BuildError> {
+    let handle = Handle::try_current().map_err(|_| BuildError::no_runtime())?;
+    let id = handle.id();
+    let cached = CACHE
+        .try_with(|cache| match &*cache.borrow() {
+            Some((cached, timer)) if *cached == id && !timer.shared().is_shut_down() => {
+                Some(timer.clone())
+            }
+            _ => None,
+        })
+        .ok()
+        .flatten();
+    if let Some(timer) = cached {
+        return Ok(timer);
+    }
+    let timer = match lookup(id) {
+        Some(timer) => timer,
+        None => {
+            // Built outside the registry lock: building spawns the sentinel,
+            // and a runtime that is shutting down drops it on the spot, which
+            // calls `forget`, which takes the lock.
+            let built = Timer::builder().runtime(handle).build_default(id)?;
+            let mut registry = REGISTRY.lock();
+            let map = registry.get_or_insert_with(HashMap::new);
+            match map.get(&id) {
+                // Another thread won the race; ours is dropped (outside the lock).
+                Some(timer) if !timer.shared().is_shut_down() => {
+                    let winner = timer.clone();
+                    drop(registry);
+                    drop(built);
+                    winner
+                }
+                _ => {
+                    if !built.shared().is_shut_down() {
+                        map.insert(id, built.clone());
+                    }
+                    built
+                }
+            }
+        }
+    };
+    let _ = CACHE.try_with(|cache| *cache.borrow_mut() = Some((id, timer.clone())));
+    Ok(timer)
+}
+
+fn lookup(id: Id) -> Option<Timer> {
+    let registry = REGISTRY.lock();
+    let timer = registry.as_ref()?.get(&id)?;
+    (!timer.shared().is_shut_down()).then(|| timer.clone())
+}
+
+/// Unregisters `shared` as the default timer of runtime `id`.
+pub(super) fn forget(id: Id, shared: &Shared) {
+    let removed = {
+        let mut registry = REGISTRY.lock();
+        let map = registry.get_or_insert_with(HashMap::new);
+        match map.get(&id) {
+            Some(timer) if std::ptr::eq(timer.shared(), shared) => map.remove(&id),
+            _ => None,
+        }
+    };
+    // Dropped outside the registry lock.
+    drop(removed);
+}

@@ -1,0 +1,161 @@
+//! Error types.
+//!
+//! Errors are opaque structs, as in `tokio::time::error`: match on them with
+//! their `is_*` predicates, print them with `Display`.
+
+use std::fmt;
+
+/// The error returned by [`Timeout`](crate::Timeout) when its deadline passes
+/// before the inner future completes.
+///
+/// Its message is the same as `tokio::time::error::Elapsed`'s.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let err = wheel::timeout(Duration::from_millis(5), std::future::pending::<()>())
+///     .await
+///     .unwrap_err();
+/// assert_eq!(err.to_string(), "deadline has elapsed");
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Elapsed(());
+
+impl Elapsed {
+    pub(crate) fn new() -> Elapsed {
+        Elapsed(())
+    }
+}
+
+impl fmt::Display for Elapsed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("deadline has elapsed")
+    }
+}
+
+impl std::error::Error for Elapsed {}
+
+impl From<Elapsed> for std::io::Error {
+    fn from(_: Elapsed) -> std::io::Error {
+        std::io::ErrorKind::TimedOut.into()
+    }
+}
+
+/// Why a [`Timer`](crate::Timer) could not be built.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let err = wheel::Timer::builder().slots_per_level(100).build().unwrap_err();
+/// assert!(err.is_invalid_slots());
+/// assert!(err.to_string().contains("power of two"));
+/// # }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuildError {
+    kind: BuildErrorKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum BuildErrorKind {
+    ZeroTick,
+    TickTooLong(std::time::Duration),
+    Slots(usize),
+    NoRuntime,
+    TimersDisabled,
+}
+
+impl BuildError {
+    pub(crate) fn zero_tick() -> BuildError {
+        BuildError {
+            kind: BuildErrorKind::ZeroTick,
+        }
+    }
+
+    pub(crate) fn tick_too_long(tick: std::time::Duration) -> BuildError {
+        BuildError {
+            kind: BuildErrorKind::TickTooLong(tick),
+        }
+    }
+
+    pub(crate) fn slots(slots: usize) -> BuildError {
+        BuildError {
+            kind: BuildErrorKind::Slots(slots),
+        }
+    }
+
+    pub(crate) fn no_runtime() -> BuildError {
+        BuildError {
+            kind: BuildErrorKind::NoRuntime,
+        }
+    }
+
+    pub(crate) fn timers_disabled() -> BuildError {
+        BuildError {
+            kind: BuildErrorKind::TimersDisabled,
+        }
+    }
+
+    /// The tick was zero, or longer than `u64::MAX` nanoseconds.
+    pub fn is_invalid_tick(&self) -> bool {
+        matches!(
+            self.kind,
+            BuildErrorKind::ZeroTick | BuildErrorKind::TickTooLong(_)
+        )
+    }
+
+    /// `slots_per_level` was not a power of two between 2 and 4096.
+    pub fn is_invalid_slots(&self) -> bool {
+        matches!(self.kind, BuildErrorKind::Slots(_))
+    }
+
+    /// There was no tokio runtime to run the timer on: `build` was called
+    /// outside a runtime and no [`runtime`](crate::Builder::runtime) was given.
+    pub fn is_no_runtime(&self) -> bool {
+        matches!(self.kind, BuildErrorKind::NoRuntime)
+    }
+
+    /// The runtime was built without `enable_time()`.
+    pub fn is_timers_disabled(&self) -> bool {
+        matches!(self.kind, BuildErrorKind::TimersDisabled)
+    }
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            BuildErrorKind::ZeroTick => f.write_str("the timer's tick must be longer than zero"),
+            BuildErrorKind::TickTooLong(tick) => {
+                write!(
+                    f,
+                    "the timer's tick must be at most u64::MAX nanoseconds, got {tick:?}"
+                )
+            }
+            BuildErrorKind::Slots(slots) => write!(
+                f,
+                "slots_per_level must be a power of two between {} and {}, got {slots}",
+                crate::wheel::MIN_SLOTS,
+                crate::wheel::MAX_SLOTS
+            ),
+            BuildErrorKind::NoRuntime => f.write_str(
+                "no tokio runtime to drive the timer: call this from within a runtime, \
+                 or pass one with Builder::runtime",
+            ),
+            BuildErrorKind::TimersDisabled => f.write_str(
+                "the tokio runtime has timers disabled: build it with `enable_time()` \
+                 (or `enable_all()`)",
+            ),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {}

@@ -1,0 +1,349 @@
+//! [`Interval`], [`MissedTickBehavior`], and the [`interval`]/[`interval_at`]
+//! constructors.
+
+use std::future::poll_fn;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::{sleep_until, Sleep};
+
+/// Ticks later than this behind schedule count as missed, as in tokio.
+const MISSED_THRESHOLD: Duration = Duration::from_millis(5);
+
+/// An [`Interval`] on the current runtime's default timer whose first tick
+/// completes at once and then every `period`.
+///
+/// The drop-in for `tokio::time::interval`.
+///
+/// # Panics
+///
+/// Panics if `period` is zero.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let start = wheel::Instant::now();
+/// let mut every = wheel::interval(Duration::from_millis(10));
+/// every.tick().await; // at once
+/// every.tick().await;
+/// every.tick().await;
+/// assert_eq!(start.elapsed(), Duration::from_millis(20));
+/// # }
+/// ```
+#[track_caller]
+pub fn interval(period: Duration) -> Interval {
+    interval_at(Instant::now(), period)
+}
+
+/// An [`Interval`] on the current runtime's default timer whose first tick
+/// completes at `start` and then every `period`.
+///
+/// # Panics
+///
+/// Panics if `period` is zero.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let start = wheel::Instant::now() + Duration::from_secs(1);
+/// let mut every = wheel::interval_at(start, Duration::from_secs(1));
+/// assert_eq!(every.tick().await, start);
+/// assert_eq!(every.tick().await, start + Duration::from_secs(1));
+/// # }
+/// ```
+#[track_caller]
+pub fn interval_at(start: Instant, period: Duration) -> Interval {
+    Interval::new(sleep_until(start), period)
+}
+
+/// What an [`Interval`] does when a tick is late, because the task was busy
+/// or the runtime was blocked. Same meaning as tokio's.
+///
+/// Suppose ticks are due every 100 ms from 0, and the tick due at 100 ms is
+/// only taken at 350 ms:
+///
+/// | behaviour | following ticks at (ms) |
+/// |-----------|-------------------------|
+/// | `Burst` (default) | 200, 300 at once, then 400, 500 |
+/// | `Delay` | 450, 550, ... (period counted from the late tick) |
+/// | `Skip` | 400, 500, ... (missed ticks dropped, schedule kept) |
+///
+/// # Examples
+///
+/// ```
+/// use wheel::MissedTickBehavior;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let mut every = wheel::interval(std::time::Duration::from_secs(1));
+/// every.set_missed_tick_behavior(MissedTickBehavior::Skip);
+/// assert_eq!(every.missed_tick_behavior(), MissedTickBehavior::Skip);
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MissedTickBehavior {
+    /// Catch up: fire the missed ticks as fast as possible.
+    #[default]
+    Burst,
+    /// Start the schedule over from the late tick.
+    Delay,
+    /// Drop the missed ticks and fire at the next multiple of the period.
+    Skip,
+}
+
+impl MissedTickBehavior {
+    /// When the tick after a late one (due `timeout`, taken `now`) is due.
+    fn next_timeout(self, timeout: Instant, now: Instant, period: Duration) -> Instant {
+        match self {
+            MissedTickBehavior::Burst => add_or_far(timeout, period),
+            MissedTickBehavior::Delay => add_or_far(now, period),
+            MissedTickBehavior::Skip => {
+                let behind = (now - timeout).as_nanos() % period.as_nanos();
+                // `behind < period`, so it fits wherever `period` does.
+                let offset = Duration::from_nanos(u64::try_from(behind).unwrap_or(u64::MAX));
+                add_or_far(now, period.saturating_sub(offset))
+            }
+        }
+    }
+}
+
+fn add_or_far(at: Instant, by: Duration) -> Instant {
+    at.checked_add(by).unwrap_or_else(crate::far_future)
+}
+
+/// A stream of evenly spaced ticks; made by [`interval`], [`interval_at`] or
+/// a [`Timer`](crate::Timer).
+///
+/// Each tick yields the instant it was scheduled for. It implements
+/// `futures::Stream` (never ending), so stream combinators work on it.
+///
+/// # Examples
+///
+/// ```
+/// use futures::StreamExt;
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let ticks: Vec<_> = wheel::interval(Duration::from_millis(10)).take(3).collect().await;
+/// assert_eq!(ticks[2] - ticks[0], Duration::from_millis(20));
+/// # }
+/// ```
+#[derive(Debug)]
+#[must_use = "an interval does nothing until its ticks are awaited"]
+pub struct Interval {
+    delay: Sleep,
+    period: Duration,
+    missed_tick_behavior: MissedTickBehavior,
+}
+
+impl Interval {
+    #[track_caller]
+    pub(crate) fn new(delay: Sleep, period: Duration) -> Interval {
+        assert!(period > Duration::ZERO, "`period` must be non-zero.");
+        Interval {
+            delay,
+            period,
+            missed_tick_behavior: MissedTickBehavior::default(),
+        }
+    }
+
+    /// Completes when the next tick is due, with the instant it was due at.
+    /// Cancel safe: dropping the future loses no tick.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut every = wheel::interval(std::time::Duration::from_secs(1));
+    /// let first = every.tick().await;
+    /// assert_eq!(first, every.tick().await - std::time::Duration::from_secs(1));
+    /// # }
+    /// ```
+    pub async fn tick(&mut self) -> Instant {
+        poll_fn(|cx| self.poll_tick(cx)).await
+    }
+
+    /// Polls for the next tick; `Ready(instant it was due at)` when it has
+    /// come. On `Pending`, the waker from the latest poll is woken.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::task::Poll;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut every = wheel::interval(std::time::Duration::from_secs(1));
+    /// let first = std::future::poll_fn(|cx| every.poll_tick(cx)).await;
+    /// std::future::poll_fn(|cx| {
+    ///     assert!(every.poll_tick(cx).is_pending());
+    ///     Poll::Ready(())
+    /// })
+    /// .await;
+    /// # let _ = first;
+    /// # }
+    /// ```
+    pub fn poll_tick(&mut self, cx: &mut Context<'_>) -> Poll<Instant> {
+        if Pin::new(&mut self.delay).poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        let timeout = self.delay.deadline();
+        let now = Instant::now();
+        let next = if now > add_or_far(timeout, MISSED_THRESHOLD) {
+            self.missed_tick_behavior
+                .next_timeout(timeout, now, self.period)
+        } else {
+            add_or_far(timeout, self.period)
+        };
+        self.delay.reset_unregistered(next);
+        Poll::Ready(timeout)
+    }
+
+    /// Restarts the schedule: the next tick is one period from now.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut every = wheel::interval(Duration::from_millis(100));
+    /// every.tick().await;
+    /// wheel::sleep(Duration::from_millis(50)).await;
+    /// every.reset();
+    /// let start = wheel::Instant::now();
+    /// every.tick().await;
+    /// assert_eq!(start.elapsed(), Duration::from_millis(100));
+    /// # }
+    /// ```
+    pub fn reset(&mut self) {
+        self.reset_at(add_or_far(Instant::now(), self.period));
+    }
+
+    /// Makes the next tick due at once.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut every = wheel::interval(std::time::Duration::from_secs(60));
+    /// every.tick().await;
+    /// every.reset_immediately();
+    /// let start = wheel::Instant::now();
+    /// every.tick().await;
+    /// assert_eq!(wheel::Instant::now(), start);
+    /// # }
+    /// ```
+    pub fn reset_immediately(&mut self) {
+        self.reset_at(Instant::now());
+    }
+
+    /// Makes the next tick due `after` from now.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut every = wheel::interval(std::time::Duration::from_secs(60));
+    /// every.tick().await;
+    /// every.reset_after(std::time::Duration::from_secs(1));
+    /// let start = wheel::Instant::now();
+    /// every.tick().await;
+    /// assert_eq!(start.elapsed(), std::time::Duration::from_secs(1));
+    /// # }
+    /// ```
+    pub fn reset_after(&mut self, after: Duration) {
+        self.reset_at(add_or_far(Instant::now(), after));
+    }
+
+    /// Makes the next tick due at `deadline`; the period counts from there.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut every = wheel::interval(std::time::Duration::from_secs(60));
+    /// let at = wheel::Instant::now() + std::time::Duration::from_secs(2);
+    /// every.reset_at(at);
+    /// assert_eq!(every.tick().await, at);
+    /// # }
+    /// ```
+    pub fn reset_at(&mut self, deadline: Instant) {
+        Pin::new(&mut self.delay).reset(deadline);
+    }
+
+    /// The period between ticks.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let every = wheel::interval(std::time::Duration::from_secs(3));
+    /// assert_eq!(every.period(), std::time::Duration::from_secs(3));
+    /// # }
+    /// ```
+    pub fn period(&self) -> Duration {
+        self.period
+    }
+
+    /// What happens when ticks are missed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let every = wheel::interval(std::time::Duration::from_secs(3));
+    /// assert_eq!(every.missed_tick_behavior(), wheel::MissedTickBehavior::Burst);
+    /// # }
+    /// ```
+    pub fn missed_tick_behavior(&self) -> MissedTickBehavior {
+        self.missed_tick_behavior
+    }
+
+    /// Sets what happens when ticks are missed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let mut every = wheel::interval(std::time::Duration::from_secs(3));
+    /// every.set_missed_tick_behavior(wheel::MissedTickBehavior::Delay);
+    /// # }
+    /// ```
+    pub fn set_missed_tick_behavior(&mut self, behavior: MissedTickBehavior) {
+        self.missed_tick_behavior = behavior;
+    }
+}
+
+impl futures_core::Stream for Interval {
+    type Item = Instant;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Instant>> {
+        self.get_mut().poll_tick(cx).map(Some)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (usize::MAX, None)
+    }
+}

@@ -1,0 +1,87 @@
+//! A hierarchical timing wheel (Varghese & Lauck, 1987) driving tokio
+//! futures, with `tokio::time`'s API.
+//!
+//! Servers keep a timeout per connection, per request, per retry: hundreds
+//! of thousands of timers, nearly all cancelled before they fire. This crate
+//! keeps them in a multi-level timing wheel whose start, cancel and reset are
+//! O(1), whose entries live in one slab, and whose driver jumps from one
+//! occupied slot to the next instead of ticking through empty ones.
+//!
+//! # Swapping `tokio::time` for `wheel`
+//!
+//! [`sleep`], [`sleep_until`], [`timeout`], [`timeout_at`], [`interval`],
+//! [`interval_at`], [`Instant`] and [`error::Elapsed`] mirror `tokio::time`.
+//! They use a default timer per tokio runtime (1 ms tick), and because that
+//! timer waits on tokio's clock, tokio's paused clock
+//! (`#[tokio::test(start_paused = true)]`, `tokio::time::pause`, `advance`,
+//! auto-advance) drives it exactly as it drives `tokio::time`.
+//!
+//! ```
+//! use std::time::Duration;
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! let start = wheel::Instant::now();
+//! wheel::sleep(Duration::from_millis(50)).await;
+//!
+//! let answer = wheel::timeout(Duration::from_secs(1), async { 42 }).await;
+//! assert_eq!(answer, Ok(42));
+//!
+//! let mut every = wheel::interval(Duration::from_millis(10));
+//! every.tick().await;
+//! every.tick().await;
+//! assert_eq!(start.elapsed(), Duration::from_millis(60));
+//! # }
+//! ```
+//!
+//! # Explicit timers
+//!
+//! [`Timer::builder`] makes a timer with its own tick and slots per level;
+//! its methods return the same futures. [`Timer::stats`] reports what is
+//! pending, fired and cancelled.
+//!
+//! # Guarantees
+//!
+//! - Never early: deadlines round *up* to the next tick, and a timer fires
+//!   only once the clock has reached its tick's start.
+//! - At most one tick plus scheduling late (tokio's timer, which the driver
+//!   waits on, adds up to 1 ms of its own rounding).
+//! - Dropping a pending future removes its entry: [`Stats::pending`] goes
+//!   back to zero.
+//! - Each runtime has its own default timer; runtimes never share a wheel.
+//! - When a timer's runtime shuts down, its pending futures panic with a
+//!   message saying so when polled, instead of hanging or completing early.
+
+#![deny(missing_docs)]
+#![warn(missing_debug_implementations, rust_2018_idioms, unreachable_pub)]
+
+mod driver;
+pub mod error;
+mod interval;
+mod sleep;
+mod sync;
+mod timeout;
+mod timer;
+mod wheel;
+
+use std::time::Duration;
+
+pub use interval::{interval, interval_at, Interval, MissedTickBehavior};
+pub use sleep::{sleep, sleep_until, Sleep};
+pub use timeout::{timeout, timeout_at, Timeout};
+pub use timer::{Builder, Stats, Timer};
+/// A measurement of a monotonic clock: `tokio::time::Instant`, re-exported so
+/// that tokio's paused clock applies to both crates.
+pub use tokio::time::Instant;
+
+/// Roughly 30 years from now: what a deadline that overflows `Instant`
+/// becomes, as in tokio.
+fn far_future() -> Instant {
+    Instant::now() + Duration::from_secs(86_400 * 365 * 30)
+}
+
+/// `now + duration`, or [`far_future`] if that overflows.
+fn deadline_after(duration: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(duration).unwrap_or_else(far_future)
+}

@@ -1,0 +1,274 @@
+//! [`Sleep`], and the [`sleep`]/[`sleep_until`] constructors.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::driver::Registration;
+use crate::wheel::Key;
+use crate::Timer;
+
+/// Waits until `duration` has elapsed, on the current runtime's default timer.
+///
+/// The drop-in for `tokio::time::sleep`. The deadline is `Instant::now() +
+/// duration` (clamped to about 30 years ahead when that overflows) and is
+/// rounded up to the timer's 1 ms tick: the sleep never completes early, and
+/// at most one tick plus scheduling late.
+///
+/// Nothing is registered until the first poll, and a sleep whose deadline has
+/// already passed at that poll completes without touching the wheel.
+///
+/// # Panics
+///
+/// Polling the returned [`Sleep`] before its deadline panics outside a tokio
+/// runtime (with timers enabled): the default timer belongs to the runtime the
+/// sleep is first polled in. Creating one anywhere is fine.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let start = wheel::Instant::now();
+/// wheel::sleep(Duration::from_millis(100)).await;
+/// assert_eq!(start.elapsed(), Duration::from_millis(100));
+/// # }
+/// ```
+pub fn sleep(duration: Duration) -> Sleep {
+    Sleep::new(None, crate::deadline_after(duration))
+}
+
+/// Waits until `deadline`, on the current runtime's default timer.
+///
+/// The drop-in for `tokio::time::sleep_until`; see [`sleep`].
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let deadline = wheel::Instant::now() + Duration::from_secs(3);
+/// wheel::sleep_until(deadline).await;
+/// assert_eq!(wheel::Instant::now(), deadline);
+/// # }
+/// ```
+pub fn sleep_until(deadline: Instant) -> Sleep {
+    Sleep::new(None, deadline)
+}
+
+/// A future that completes at a deadline; made by [`sleep`], [`sleep_until`]
+/// or a [`Timer`].
+///
+/// Unlike `tokio::time::Sleep`, this type is `Unpin` (its wheel entry lives
+/// in the timer, not in the future), so it can be polled or `select!`ed by
+/// `&mut` without pinning, and it is small: a deadline, a timer handle and
+/// an entry key.
+///
+/// Dropping a pending `Sleep` removes its entry from the wheel.
+///
+/// # Panics
+///
+/// Polling panics if the sleep is pending when its timer's runtime has shut
+/// down (the timer can no longer fire it; completing it would be early, and
+/// waiting would hang), with a message saying so, as `tokio::time::Sleep`
+/// does. A sleep of the default timer first polled outside any runtime
+/// panics likewise.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let mut sleep = wheel::sleep(Duration::from_secs(10));
+/// tokio::select! {
+///     _ = &mut sleep => unreachable!("the other branch is ready first"),
+///     _ = wheel::sleep(Duration::from_secs(1)) => {}
+/// }
+/// assert!(!sleep.is_elapsed());
+/// # }
+/// ```
+#[must_use = "futures do nothing unless you `.await` or poll them"]
+#[derive(Debug)]
+pub struct Sleep {
+    deadline: Instant,
+    /// `None` until a sleep on the default timer is first registered.
+    timer: Option<Timer>,
+    state: State,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Not in the wheel: not yet polled, or reset after completing.
+    Idle,
+    /// In the wheel under this key.
+    Registered(Key),
+    /// Completed.
+    Elapsed,
+}
+
+impl Sleep {
+    pub(crate) fn new(timer: Option<Timer>, deadline: Instant) -> Sleep {
+        Sleep {
+            deadline,
+            timer,
+            state: State::Idle,
+        }
+    }
+
+    /// The instant at which the sleep completes (before rounding up to the
+    /// timer's tick).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let deadline = wheel::Instant::now() + std::time::Duration::from_secs(1);
+    /// assert_eq!(wheel::sleep_until(deadline).deadline(), deadline);
+    /// # }
+    /// ```
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// Whether the sleep has completed: it returned `Ready`, or its timer has
+    /// fired it and the next poll will.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut sleep = wheel::sleep(std::time::Duration::from_millis(5));
+    /// assert!(!sleep.is_elapsed());
+    /// (&mut sleep).await;
+    /// assert!(sleep.is_elapsed());
+    /// # }
+    /// ```
+    pub fn is_elapsed(&self) -> bool {
+        match (self.state, &self.timer) {
+            (State::Elapsed, _) => true,
+            (State::Registered(key), Some(timer)) => timer.shared().has_fired(key),
+            _ => false,
+        }
+    }
+
+    /// Moves the deadline, whether the sleep is pending or has completed
+    /// (it then completes again at the new deadline). A registered sleep keeps
+    /// its entry and its waker: a task waiting on it is woken at the new
+    /// deadline without polling it again, and at once if that has passed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let start = wheel::Instant::now();
+    /// let mut sleep = std::pin::pin!(wheel::sleep(Duration::from_secs(60)));
+    /// sleep.as_mut().reset(start + Duration::from_millis(10));
+    /// sleep.await;
+    /// assert_eq!(start.elapsed(), Duration::from_millis(10));
+    /// # }
+    /// ```
+    pub fn reset(self: Pin<&mut Self>, deadline: Instant) {
+        let this = self.get_mut();
+        this.deadline = deadline;
+        match (this.state, &this.timer) {
+            (State::Registered(key), Some(timer)) => timer.shared().reset(key, deadline),
+            (State::Elapsed, _) => this.state = State::Idle,
+            _ => {}
+        }
+    }
+
+    /// Resets the deadline without keeping the sleep registered: the next
+    /// poll registers it afresh. Cheaper than [`reset`](Sleep::reset) when
+    /// the caller is about to poll anyway (an interval that just ticked).
+    pub(crate) fn reset_unregistered(&mut self, deadline: Instant) {
+        self.deadline = deadline;
+        match (self.state, &self.timer) {
+            (State::Registered(key), Some(timer)) => {
+                timer.shared().cancel(key);
+                self.state = State::Idle;
+            }
+            (State::Elapsed, _) => self.state = State::Idle,
+            _ => {}
+        }
+    }
+
+    /// The timer this sleep is (or will be) registered with.
+    #[track_caller]
+    fn timer(&mut self) -> &Timer {
+        self.timer
+            .get_or_insert_with(|| match Timer::try_current() {
+                Ok(timer) => timer,
+                Err(e) => panic!("wheel: cannot register a Sleep: {e}"),
+            })
+    }
+}
+
+#[track_caller]
+fn timer_shut_down() -> ! {
+    panic!(
+        "wheel: the timer's runtime has shut down, so this pending Sleep can never complete \
+         (a timer runs on the runtime it was built on, or first used in)"
+    )
+}
+
+impl Future for Sleep {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        match this.state {
+            State::Elapsed => Poll::Ready(()),
+            State::Registered(key) => {
+                let timer = this.timer.as_ref().expect("a registered sleep has a timer");
+                match timer.shared().poll_entry(key, cx.waker()) {
+                    Poll::Pending => Poll::Pending,
+                    Poll::Ready(Ok(())) => {
+                        this.state = State::Elapsed;
+                        Poll::Ready(())
+                    }
+                    Poll::Ready(Err(_)) => timer_shut_down(),
+                }
+            }
+            State::Idle => {
+                if this.deadline <= Instant::now() {
+                    this.state = State::Elapsed;
+                    return Poll::Ready(());
+                }
+                let deadline = this.deadline;
+                match this.timer().shared().register(deadline, cx.waker()) {
+                    Registration::Pending(key) => {
+                        this.state = State::Registered(key);
+                        Poll::Pending
+                    }
+                    Registration::Elapsed => {
+                        this.state = State::Elapsed;
+                        Poll::Ready(())
+                    }
+                    Registration::ShutDown => timer_shut_down(),
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Sleep {
+    fn drop(&mut self) {
+        if let (State::Registered(key), Some(timer)) = (self.state, &self.timer) {
+            timer.shared().cancel(key);
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! [`Timeout`], and the [`timeout`]/[`timeout_at`] constructors.
+
+use std::future::{Future, IntoFuture};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use pin_project_lite::pin_project;
+use tokio::time::Instant;
+
+use crate::error::Elapsed;
+use crate::{sleep, sleep_until, Sleep};
+
+/// Requires `future` to complete within `duration`, on the current runtime's
+/// default timer.
+///
+/// The drop-in for `tokio::time::timeout`: the future is polled first, so one
+/// that is ready at once wins even with a zero duration, and a future that
+/// is ready at once never touches the timer. On expiry the future is dropped
+/// and `Err(Elapsed)` returned.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// assert_eq!(wheel::timeout(Duration::from_secs(1), async { 1 }).await, Ok(1));
+///
+/// let slow = wheel::sleep(Duration::from_secs(5));
+/// assert!(wheel::timeout(Duration::from_secs(1), slow).await.is_err());
+/// # }
+/// ```
+pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoFuture> {
+    Timeout::new(future.into_future(), sleep(duration))
+}
+
+/// Requires `future` to complete before `deadline`; see [`timeout`].
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let deadline = wheel::Instant::now() + Duration::from_millis(50);
+/// let out = wheel::timeout_at(deadline, std::future::pending::<()>()).await;
+/// assert!(out.is_err());
+/// assert_eq!(wheel::Instant::now(), deadline);
+/// # }
+/// ```
+pub fn timeout_at<F: IntoFuture>(deadline: Instant, future: F) -> Timeout<F::IntoFuture> {
+    Timeout::new(future.into_future(), sleep_until(deadline))
+}
+
+pin_project! {
+    /// A future with a deadline; made by [`timeout`], [`timeout_at`] or a
+    /// [`Timer`](crate::Timer).
+    ///
+    /// Outputs `Ok(value)` if the inner future completes first, else
+    /// `Err(Elapsed)`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let t: wheel::Timeout<_> = wheel::timeout(Duration::from_secs(1), async { "done" });
+    /// assert_eq!(t.await, Ok("done"));
+    /// # }
+    /// ```
+    #[must_use = "futures do nothing unless you `.await` or poll them"]
+    #[derive(Debug)]
+    pub struct Timeout<T> {
+        #[pin]
+        value: T,
+        delay: Sleep,
+    }
+}
+
+impl<T> Timeout<T> {
+    pub(crate) fn new(value: T, delay: Sleep) -> Timeout<T> {
+        Timeout { value, delay }
+    }
+
+    /// The inner future.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let t = wheel::timeout(std::time::Duration::from_secs(1), std::future::ready(3));
+    /// let _inner: &std::future::Ready<i32> = t.get_ref();
+    /// # }
+    /// ```
+    pub fn get_ref(&self) -> &T {
+        &self.value
+    }
+
+    /// The inner future, mutably.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let mut t = wheel::timeout(std::time::Duration::from_secs(1), std::future::ready(3));
+    /// let _inner: &mut std::future::Ready<i32> = t.get_mut();
+    /// # }
+    /// ```
+    pub fn get_mut(&mut self) -> &mut T {
+        &mut self.value
+    }
+
+    /// Gives up the deadline and returns the inner future.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let t = wheel::timeout(std::time::Duration::from_secs(1), std::future::ready(3));
+    /// assert_eq!(t.into_inner().await, 3);
+    /// # }
+    /// ```
+    pub fn into_inner(self) -> T {
+        self.value
+    }
+}
+
+impl<T: Future> Future for Timeout<T> {
+    type Output = Result<T::Output, Elapsed>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let me = self.project();
+        if let Poll::Ready(value) = me.value.poll(cx) {
+            return Poll::Ready(Ok(value));
+        }
+        match Pin::new(me.delay).poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(Elapsed::new())),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}

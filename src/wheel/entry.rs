@@ -1,0 +1,45 @@
+//! What the wheel stores per timer, and the key that names it.
+
+/// The "no entry" link value. Slab keys are checked to stay below it.
+pub(crate) const NIL: u32 = u32::MAX;
+
+/// Where an entry is linked right now.
+///
+/// `Level(l)` means "in the slot of level `l` that its deadline maps to"; the
+/// slot is not stored because `slot_for(deadline, l)` recomputes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Place {
+    /// In a slot of this level.
+    Level(u8),
+    /// Expired, waiting in the due list to be handed out by `pop_expired`.
+    Due,
+    /// In no list: expired and handed out, or never scheduled.
+    Unlinked,
+}
+
+/// One timer in the wheel's slab.
+///
+/// `prev`/`next` are slab keys of the neighbours in whatever list `place`
+/// names, so unlinking is O(1) without searching the slot.
+#[derive(Debug)]
+pub(crate) struct Entry<T> {
+    /// Deadline in ticks since the timer's origin; never rounded down.
+    pub(crate) deadline: u64,
+    pub(crate) prev: u32,
+    pub(crate) next: u32,
+    /// Copied into the [`Key`] handed out; a stale key never matches.
+    pub(crate) generation: u32,
+    pub(crate) place: Place,
+    pub(crate) value: T,
+}
+
+/// A handle to an entry: its slab index plus the generation it was given.
+///
+/// Slab indices are reused; the generation is what makes a key that outlived
+/// its entry harmless: every lookup compares it and treats a mismatch as
+/// "no such entry".
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Key {
+    pub(crate) index: u32,
+    pub(crate) generation: u32,
+}

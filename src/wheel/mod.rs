@@ -1,0 +1,402 @@
+//! The timing wheel: a synchronous, single-owner data structure.
+//!
+//! Nothing here knows about clocks, wakers or threads. Time is a `u64` tick
+//! count chosen by the caller; values are whatever the caller stores (the
+//! driver stores wakers). The driver wraps a `Wheel` in its mutex.
+//!
+//! # Who owns what
+//!
+//! Every entry lives in one [`Slab`]. Slots and the due list hold only keys
+//! (a head and a tail per list, `prev`/`next` in the entries). An entry stays
+//! in the slab after it expires, [`Place::Unlinked`], until its owner removes
+//! it: a `Sleep` learns that it fired by finding its entry unlinked, then
+//! frees it. So a `Sleep`'s key is never stale while it holds it; the
+//! generation in [`Key`] guards the handles that do outlive entries.
+//!
+//! # Advancing
+//!
+//! `elapsed` is the last tick the wheel has processed: every entry whose
+//! deadline is `<= elapsed` has been handed out or sits in the due list, and
+//! every scheduled entry has a deadline `> elapsed`. [`Wheel::pop_expired`]
+//! moves `elapsed` forward one non-empty slot at a time, in time order. A
+//! slot of level 0 holds entries of exactly one tick, so they go to the due
+//! list; a slot of a higher level is emptied when `elapsed` reaches its start
+//! and each entry cascades down to the level that now fits it (or to the due
+//! list if its deadline is that very tick). Empty slots are never visited:
+//! the occupancy bitmaps find the next one directly.
+
+mod entry;
+mod level;
+mod list;
+
+pub(crate) use entry::Key;
+use entry::{Entry, Place, NIL};
+use level::{level_for, max_levels, slot_for, slot_start, Level};
+use list::List;
+use slab::Slab;
+
+/// The smallest and largest `slots_per_level` a wheel accepts.
+pub(crate) const MIN_SLOTS: usize = 2;
+/// See [`MIN_SLOTS`].
+pub(crate) const MAX_SLOTS: usize = 4096;
+
+/// A hierarchical timing wheel over `u64` ticks.
+///
+/// # Geometry
+///
+/// With `S = 2^b` slots per level (default 64, so `b = 6`):
+///
+/// | level | slot spans      | one turn spans  | with a 1 ms tick, S = 64 |
+/// |-------|-----------------|-----------------|--------------------------|
+/// | 0     | 1 tick          | `S` ticks       | 1 ms / 64 ms             |
+/// | 1     | `S` ticks       | `S^2` ticks     | 64 ms / ~4.1 s           |
+/// | 2     | `S^2` ticks     | `S^3` ticks     | ~4.1 s / ~4.4 min        |
+/// | 3     | `S^3` ticks     | `S^4` ticks     | ~4.4 min / ~4.7 h        |
+/// | 4     | `S^4` ticks     | `S^5` ticks     | ~4.7 h / ~12.4 days      |
+/// | `l`   | `S^l` ticks     | `S^(l+1)` ticks |                          |
+///
+/// Only level 0 exists at first; level `l` is allocated the first time an
+/// entry needs it. `ceil(64 / b)` levels cover every `u64` tick (11 for
+/// `S = 64`, 64 for `S = 2`), so any deadline fits; a caller clamps deadlines
+/// beyond `u64::MAX` ticks to `u64::MAX`, which then never expires.
+///
+/// # Costs
+///
+/// Insert, remove and reset are O(1). Finding the next expiration is
+/// O(words per level) via a per-wheel bitmap of non-empty levels and
+/// per-level bitmaps of non-empty slots. Expiring `n` entries costs O(n) plus
+/// at most one cascade per level per entry.
+#[derive(Debug)]
+pub(crate) struct Wheel<T> {
+    entries: Slab<Entry<T>>,
+    levels: Vec<Level>,
+    /// Bit `l` is set iff `levels[l]` has an entry.
+    occupied_levels: u64,
+    /// Expired entries not yet handed out, all with deadline `<= elapsed`.
+    due: List,
+    elapsed: u64,
+    bits: u32,
+    /// Entries in a slot or the due list.
+    scheduled: usize,
+    next_generation: u32,
+    /// How many slots `process_slot` has emptied; tests check idle skipping.
+    #[cfg(test)]
+    slots_processed: u64,
+}
+
+impl<T> Wheel<T> {
+    /// A wheel with `slots_per_level` slots per level, at tick 0.
+    ///
+    /// The caller validates the geometry (`Builder` turns a bad one into a
+    /// `BuildError`); here it is only asserted.
+    pub(crate) fn new(slots_per_level: usize) -> Wheel<T> {
+        assert!(
+            slots_per_level.is_power_of_two() && (MIN_SLOTS..=MAX_SLOTS).contains(&slots_per_level),
+            "slots_per_level must be a power of two in {MIN_SLOTS}..={MAX_SLOTS}, got {slots_per_level}"
+        );
+        Wheel {
+            entries: Slab::new(),
+            levels: vec![Level::new(slots_per_level)],
+            occupied_levels: 0,
+            due: List::EMPTY,
+            elapsed: 0,
+            bits: slots_per_level.trailing_zeros(),
+            scheduled: 0,
+            next_generation: 0,
+            #[cfg(test)]
+            slots_processed: 0,
+        }
+    }
+
+    /// The last tick processed. Deadlines at or before it are already due.
+    #[cfg(test)]
+    pub(crate) fn elapsed(&self) -> u64 {
+        self.elapsed
+    }
+
+    /// Entries scheduled and not yet handed out by `pop_expired`.
+    pub(crate) fn scheduled(&self) -> usize {
+        self.scheduled
+    }
+
+    /// Entries in the slab, including expired ones their owner has not freed.
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Levels allocated so far.
+    pub(crate) fn levels(&self) -> usize {
+        self.levels.len()
+    }
+
+    /// Stores `value` to expire at `deadline`, or hands it back if `deadline`
+    /// is not after `elapsed` (it is already due: the caller completes it).
+    pub(crate) fn try_insert(&mut self, deadline: u64, value: T) -> Result<Key, T> {
+        if deadline <= self.elapsed {
+            return Err(value);
+        }
+        let generation = self.next_generation;
+        self.next_generation = generation.wrapping_add(1);
+        let index = self.entries.insert(Entry {
+            deadline,
+            prev: NIL,
+            next: NIL,
+            generation,
+            place: Place::Unlinked,
+            value,
+        });
+        let index = u32::try_from(index)
+            .ok()
+            .filter(|&i| i != NIL)
+            .expect("a wheel holds at most u32::MAX - 1 timers");
+        self.link(index);
+        Ok(Key { index, generation })
+    }
+
+    /// Removes the entry, scheduled or expired, and returns its value.
+    /// `None` if the key is stale.
+    pub(crate) fn remove(&mut self, key: Key) -> Option<T> {
+        self.check(key)?;
+        self.unlink(key.index);
+        Some(self.entries.remove(key.index as usize).value)
+    }
+
+    /// Moves the entry to `deadline`, whether it was scheduled or expired.
+    ///
+    /// Returns `Some(true)` if it is now scheduled, `Some(false)` if
+    /// `deadline <= elapsed` (it is left unlinked, i.e. expired, and the
+    /// caller completes it), `None` if the key is stale.
+    pub(crate) fn reset(&mut self, key: Key, deadline: u64) -> Option<bool> {
+        self.check(key)?;
+        self.unlink(key.index);
+        self.entries[key.index as usize].deadline = deadline;
+        if deadline <= self.elapsed {
+            return Some(false);
+        }
+        self.link(key.index);
+        Some(true)
+    }
+
+    /// The entry's value, if the key is current.
+    pub(crate) fn value_mut(&mut self, key: Key) -> Option<&mut T> {
+        self.check(key)?;
+        Some(&mut self.entries[key.index as usize].value)
+    }
+
+    /// Whether the entry is still waiting for its deadline (`Some(false)`
+    /// once `pop_expired` has handed it out or `reset` found it due).
+    pub(crate) fn is_scheduled(&self, key: Key) -> Option<bool> {
+        self.check(key)?;
+        Some(self.entries[key.index as usize].place != Place::Unlinked)
+    }
+
+    /// The entry's deadline in ticks.
+    #[cfg(test)]
+    pub(crate) fn deadline(&self, key: Key) -> Option<u64> {
+        self.check(key)?;
+        Some(self.entries[key.index as usize].deadline)
+    }
+
+    /// Takes the values of all scheduled entries, leaving defaults behind and
+    /// the entries where they are. O(entries); for shutdown.
+    pub(crate) fn take_scheduled_values(&mut self) -> Vec<T>
+    where
+        T: Default,
+    {
+        self.entries
+            .iter_mut()
+            .filter(|(_, e)| e.place != Place::Unlinked)
+            .map(|(_, e)| std::mem::take(&mut e.value))
+            .collect()
+    }
+
+    /// The earliest tick at which `pop_expired` has work: an entry's deadline,
+    /// or the start of a higher-level slot whose entries must cascade.
+    /// `None` when nothing is scheduled.
+    pub(crate) fn next_expiration(&self) -> Option<u64> {
+        if !self.due.is_empty() {
+            return Some(self.elapsed);
+        }
+        // Entries at a lower level all expire before the next slot of any
+        // higher level starts, so the lowest non-empty level decides.
+        let (level, slot) = self.next_slot()?;
+        Some(slot_start(self.elapsed, level, slot, self.bits))
+    }
+
+    /// Hands out the next entry whose deadline is `<= now`, in deadline
+    /// order, unlinking it (it stays in the slab, [`Place::Unlinked`]).
+    /// When none is left, moves `elapsed` to `now` and returns `None`.
+    pub(crate) fn pop_expired(&mut self, now: u64) -> Option<Key> {
+        loop {
+            if let Some(index) = self.due.pop_front(&mut self.entries) {
+                self.scheduled -= 1;
+                let entry = &mut self.entries[index as usize];
+                debug_assert!(entry.deadline <= self.elapsed && entry.deadline <= now);
+                entry.place = Place::Unlinked;
+                return Some(Key {
+                    index,
+                    generation: entry.generation,
+                });
+            }
+            match self.next_slot() {
+                Some((level, slot)) if slot_start(self.elapsed, level, slot, self.bits) <= now => {
+                    self.process_slot(level, slot);
+                }
+                _ => {
+                    self.elapsed = self.elapsed.max(now);
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// The lowest non-empty level and its first non-empty slot.
+    fn next_slot(&self) -> Option<(usize, usize)> {
+        if self.occupied_levels == 0 {
+            return None;
+        }
+        let level = self.occupied_levels.trailing_zeros() as usize;
+        let from = slot_for(self.elapsed, level, self.bits);
+        let slot = self.levels[level].next_occupied(from);
+        debug_assert!(
+            slot.is_some() && !self.levels[level].occupied_before(from),
+            "level {level} is marked occupied but has no slot at or after {from} (elapsed {:#b})",
+            self.elapsed
+        );
+        slot.map(|slot| (level, slot))
+    }
+
+    /// Advances `elapsed` to the start of `slot` and empties it: due entries
+    /// go to the due list, the rest cascade to lower levels.
+    fn process_slot(&mut self, level: usize, slot: usize) {
+        let start = slot_start(self.elapsed, level, slot, self.bits);
+        debug_assert!(
+            start >= self.elapsed,
+            "slot start {start} is behind elapsed {}",
+            self.elapsed
+        );
+        self.elapsed = start;
+        #[cfg(test)]
+        {
+            self.slots_processed += 1;
+        }
+        let mut list = self.levels[level].slot_mut(slot).take();
+        self.levels[level].clear_occupied(slot);
+        if self.levels[level].is_empty() {
+            self.occupied_levels &= !(1 << level);
+        }
+        while let Some(index) = list.pop_front(&mut self.entries) {
+            // Still counted in `scheduled`; `link` re-places it.
+            self.scheduled -= 1;
+            self.entries[index as usize].place = Place::Unlinked;
+            self.link(index);
+        }
+    }
+
+    /// Puts an unlinked entry where its deadline belongs relative to `elapsed`.
+    fn link(&mut self, index: u32) {
+        let deadline = self.entries[index as usize].deadline;
+        debug_assert_eq!(self.entries[index as usize].place, Place::Unlinked);
+        self.scheduled += 1;
+        if deadline <= self.elapsed {
+            self.due.push_back(&mut self.entries, index);
+            self.entries[index as usize].place = Place::Due;
+            return;
+        }
+        let level = level_for(self.elapsed, deadline, self.bits);
+        debug_assert!(level < max_levels(self.bits));
+        while self.levels.len() <= level {
+            self.levels.push(Level::new(1 << self.bits));
+        }
+        let slot = slot_for(deadline, level, self.bits);
+        debug_assert!(
+            slot >= slot_for(self.elapsed, level, self.bits),
+            "deadline {deadline:#b} maps behind elapsed {:#b} at level {level}",
+            self.elapsed
+        );
+        let lvl = &mut self.levels[level];
+        lvl.slot_mut(slot).push_back(&mut self.entries, index);
+        lvl.set_occupied(slot);
+        self.occupied_levels |= 1 << level;
+        self.entries[index as usize].place = Place::Level(level as u8);
+    }
+
+    /// Takes a linked entry out of its list; a no-op for an unlinked one.
+    fn unlink(&mut self, index: u32) {
+        let entry = &self.entries[index as usize];
+        match entry.place {
+            Place::Unlinked => return,
+            Place::Due => self.due.unlink(&mut self.entries, index),
+            Place::Level(level) => {
+                let level = level as usize;
+                let slot = slot_for(entry.deadline, level, self.bits);
+                let lvl = &mut self.levels[level];
+                let list = lvl.slot_mut(slot);
+                list.unlink(&mut self.entries, index);
+                if list.is_empty() {
+                    lvl.clear_occupied(slot);
+                    if lvl.is_empty() {
+                        self.occupied_levels &= !(1 << level);
+                    }
+                }
+            }
+        }
+        self.entries[index as usize].place = Place::Unlinked;
+        self.scheduled -= 1;
+    }
+
+    fn check(&self, key: Key) -> Option<()> {
+        match self.entries.get(key.index as usize) {
+            Some(entry) if entry.generation == key.generation => Some(()),
+            _ => None,
+        }
+    }
+
+    /// Checks every structural invariant; for tests.
+    #[cfg(test)]
+    pub(crate) fn assert_invariants(&self) {
+        let mut seen = 0;
+        for (l, level) in self.levels.iter().enumerate() {
+            assert_eq!(
+                self.occupied_levels & (1 << l) != 0,
+                !level.is_empty(),
+                "level bitmap disagrees for level {l}"
+            );
+            for (s, list) in level.slots().iter().enumerate() {
+                assert_eq!(
+                    level.is_occupied(s),
+                    !list.is_empty(),
+                    "slot bitmap disagrees at level {l} slot {s}"
+                );
+                for index in list.keys(&self.entries) {
+                    let e = &self.entries[index as usize];
+                    assert_eq!(e.place, Place::Level(l as u8));
+                    assert!(
+                        e.deadline > self.elapsed,
+                        "scheduled entry at {} but elapsed is {}",
+                        e.deadline,
+                        self.elapsed
+                    );
+                    assert_eq!(
+                        level_for(self.elapsed, e.deadline, self.bits),
+                        l,
+                        "entry {} at the wrong level",
+                        e.deadline
+                    );
+                    assert_eq!(slot_for(e.deadline, l, self.bits), s);
+                    seen += 1;
+                }
+            }
+        }
+        for index in self.due.keys(&self.entries) {
+            let e = &self.entries[index as usize];
+            assert_eq!(e.place, Place::Due);
+            assert!(e.deadline <= self.elapsed);
+            seen += 1;
+        }
+        assert_eq!(seen, self.scheduled, "scheduled count drifted");
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,201 @@
+//! `wheel::sleep` and `Sleep` under tokio's paused clock.
+
+use std::time::Duration;
+
+use tokio::time;
+use tokio_test::{assert_pending, assert_ready, task};
+use wheel::Instant;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+#[tokio::test(start_paused = true)]
+async fn completes_exactly_at_the_deadline() {
+    let start = Instant::now();
+    wheel::sleep(ms(250)).await;
+    assert_eq!(start.elapsed(), ms(250));
+}
+
+#[tokio::test(start_paused = true)]
+async fn advance_wakes_the_task_before_it_returns() {
+    let mut sleep = task::spawn(wheel::sleep(ms(10)));
+    assert_pending!(sleep.poll());
+    time::advance(ms(9)).await;
+    assert!(!sleep.is_woken());
+    assert_pending!(sleep.poll());
+    time::advance(ms(1)).await;
+    assert!(sleep.is_woken());
+    assert_ready!(sleep.poll());
+}
+
+#[tokio::test(start_paused = true)]
+async fn zero_and_past_deadlines_complete_without_time_passing() {
+    let start = Instant::now();
+    wheel::sleep(Duration::ZERO).await;
+    wheel::sleep_until(start - ms(5)).await;
+    assert_eq!(Instant::now(), start);
+    let mut past = task::spawn(wheel::sleep_until(start));
+    assert_ready!(past.poll());
+    assert_eq!(wheel::Timer::current().stats().pending, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn sub_tick_deadlines_round_up_never_down() {
+    time::advance(Duration::from_micros(300)).await;
+    let start = Instant::now();
+    // Default tick is 1 ms; 1.5 ms from an unaligned start cannot complete
+    // before 1.5 ms, nor later than a tick after.
+    wheel::sleep(Duration::from_micros(1500)).await;
+    let took = start.elapsed();
+    assert!(took >= Duration::from_micros(1500), "early: {took:?}");
+    assert!(
+        took <= Duration::from_micros(1500) + ms(2),
+        "late: {took:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_a_pending_sleep_leaves_nothing() {
+    let timer = wheel::Timer::current();
+    let mut sleeps: Vec<_> = (0..1000)
+        .map(|i| task::spawn(wheel::sleep(ms(1 + i))))
+        .collect();
+    for s in &mut sleeps {
+        assert_pending!(s.poll());
+    }
+    assert_eq!(timer.stats().pending, 1000);
+    drop(sleeps);
+    let stats = timer.stats();
+    assert_eq!(
+        (stats.pending, stats.entries, stats.cancelled),
+        (0, 0, 1000)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn reset_moves_a_registered_sleep_and_keeps_its_waker() {
+    let start = Instant::now();
+    let mut sleep = task::spawn(wheel::sleep(ms(100)));
+    assert_pending!(sleep.poll());
+    sleep.enter(|_, s| s.reset(start + ms(20)));
+    time::advance(ms(20)).await;
+    assert!(sleep.is_woken(), "reset kept the waker from the first poll");
+    assert_ready!(sleep.poll());
+    assert!(sleep.is_elapsed());
+}
+
+#[tokio::test(start_paused = true)]
+async fn reset_later_does_not_fire_at_the_old_deadline() {
+    let start = Instant::now();
+    let mut sleep = task::spawn(wheel::sleep(ms(10)));
+    assert_pending!(sleep.poll());
+    sleep.enter(|_, s| s.reset(start + ms(30)));
+    time::advance(ms(10)).await;
+    assert!(!sleep.is_woken());
+    assert_pending!(sleep.poll());
+    time::advance(ms(20)).await;
+    assert_ready!(sleep.poll());
+}
+
+#[tokio::test(start_paused = true)]
+async fn reset_into_the_past_wakes_at_once() {
+    let start = Instant::now();
+    let mut sleep = task::spawn(wheel::sleep(ms(100)));
+    assert_pending!(sleep.poll());
+    time::advance(ms(5)).await;
+    sleep.enter(|_, s| s.reset(start));
+    // The wheel has processed up to 5 ms, so a deadline at 0 is due now.
+    assert!(sleep.is_woken());
+    assert_ready!(sleep.poll());
+}
+
+#[tokio::test(start_paused = true)]
+async fn reset_after_completion_sleeps_again() {
+    let mut sleep = Box::pin(wheel::sleep(ms(5)));
+    sleep.as_mut().await;
+    assert!(sleep.is_elapsed());
+    let again = Instant::now() + ms(7);
+    sleep.as_mut().reset(again);
+    assert!(!sleep.is_elapsed());
+    sleep.as_mut().await;
+    assert_eq!(Instant::now(), again);
+}
+
+#[tokio::test(start_paused = true)]
+async fn earlier_registration_reschedules_the_driver() {
+    let start = Instant::now();
+    let mut late = task::spawn(wheel::sleep(ms(60_000)));
+    assert_pending!(late.poll());
+    // The alarm now waits for a minute; a 3 ms sleep must pull it in.
+    wheel::sleep(ms(3)).await;
+    assert_eq!(start.elapsed(), ms(3));
+    assert_pending!(late.poll());
+}
+
+#[tokio::test(start_paused = true)]
+async fn many_timers_fire_in_deadline_order_never_early() {
+    let start = Instant::now();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    for i in (0..200u64).rev() {
+        let tx = tx.clone();
+        let delay = ms(i * 37 % 5_000 + 1);
+        tokio::spawn(async move {
+            wheel::sleep(delay).await;
+            tx.send((delay, start.elapsed())).unwrap();
+        });
+    }
+    drop(tx);
+    let mut last = Duration::ZERO;
+    let mut n = 0;
+    while let Some((delay, at)) = rx.recv().await {
+        assert_eq!(at, delay, "fired at {at:?}, deadline {delay:?}");
+        assert!(at >= last, "out of order");
+        last = at;
+        n += 1;
+    }
+    assert_eq!(n, 200);
+}
+
+#[tokio::test(start_paused = true)]
+async fn far_deadlines_do_not_panic_and_stay_pending() {
+    let timer = wheel::Timer::current();
+    let mut max = task::spawn(wheel::sleep(Duration::MAX));
+    let mut centuries = task::spawn(wheel::sleep(Duration::from_secs(300 * 365 * 86_400)));
+    assert_pending!(max.poll());
+    assert_pending!(centuries.poll());
+    time::advance(Duration::from_secs(86_400 * 365)).await;
+    assert_pending!(max.poll());
+    assert_pending!(centuries.poll());
+    assert!(timer.stats().levels > 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_hour_with_one_timer() {
+    let start = Instant::now();
+    wheel::sleep(Duration::from_secs(3600)).await;
+    assert_eq!(start.elapsed(), Duration::from_secs(3600));
+}
+
+#[test]
+fn polling_outside_a_runtime_panics_with_a_clear_message() {
+    let sleep = wheel::sleep(ms(10));
+    let mut sleep = task::spawn(sleep);
+    let err = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = sleep.poll();
+    }))
+    .unwrap_err();
+    let msg = err.downcast_ref::<String>().unwrap();
+    assert!(msg.contains("no tokio runtime"), "{msg}");
+}
+
+#[test]
+fn sleep_is_small_and_unpin() {
+    fn unpin<T: Unpin>() {}
+    unpin::<wheel::Sleep>();
+    assert!(
+        std::mem::size_of::<wheel::Sleep>() <= 48,
+        "{}",
+        std::mem::size_of::<wheel::Sleep>()
+    );
+}
