@@ -11,8 +11,11 @@ use tokio::time::Instant;
 
 use crate::{sleep_until, Sleep};
 
-/// Ticks later than this behind schedule count as missed, as in tokio.
+/// Ticks later than this behind schedule count as missed, as in tokio...
 const MISSED_THRESHOLD: Duration = Duration::from_millis(5);
+// ...or later than one tick of the interval's timer, whichever is longer: a
+// timer with a coarse tick is routinely up to a tick late by design, and
+// that must not count as a miss (`Delay` would drift on every tick).
 
 /// An [`Interval`] on the current runtime's default timer whose first tick
 /// completes at once and then every `period`.
@@ -70,6 +73,11 @@ pub fn interval_at(start: Instant, period: Duration) -> Interval {
 
 /// What an [`Interval`] does when a tick is late, because the task was busy
 /// or the runtime was blocked. Same meaning as tokio's.
+///
+/// A tick counts as missed when it is taken more than 5 ms after it was due
+/// (tokio's threshold), or more than one tick of the interval's timer if that
+/// is longer: a coarse-tick timer is up to a tick late by design, and that is
+/// not a miss.
 ///
 /// Suppose ticks are due every 100 ms from 0, and the tick due at 100 ms is
 /// only taken at 350 ms:
@@ -203,7 +211,8 @@ impl Interval {
         }
         let timeout = self.delay.deadline();
         let now = Instant::now();
-        let next = if now > add_or_far(timeout, MISSED_THRESHOLD) {
+        let threshold = MISSED_THRESHOLD.max(self.delay.tick());
+        let next = if now > add_or_far(timeout, threshold) {
             self.missed_tick_behavior
                 .next_timeout(timeout, now, self.period)
         } else {

@@ -74,6 +74,9 @@ pub use timer::{Builder, Stats, Timer};
 /// that tokio's paused clock applies to both crates.
 pub use tokio::time::Instant;
 
+/// The default timer's tick, and [`Builder`]'s default.
+const DEFAULT_TICK: Duration = Duration::from_millis(1);
+
 /// Roughly 30 years from now: what a deadline that overflows `Instant`
 /// becomes, as in tokio.
 fn far_future() -> Instant {

@@ -206,6 +206,11 @@ impl Sleep {
         }
     }
 
+    /// The tick of this sleep's timer (the default timer's before it is bound).
+    pub(crate) fn tick(&self) -> Duration {
+        self.timer.as_ref().map_or(crate::DEFAULT_TICK, Timer::tick)
+    }
+
     /// The timer this sleep is (or will be) registered with.
     #[track_caller]
     fn timer(&mut self) -> &Timer {

@@ -329,7 +329,7 @@ pub struct Builder {
 impl Builder {
     fn new() -> Builder {
         Builder {
-            tick: Duration::from_millis(1),
+            tick: crate::DEFAULT_TICK,
             slots_per_level: 64,
             runtime: None,
         }

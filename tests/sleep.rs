@@ -1,5 +1,6 @@
 //! `wheel::sleep` and `Sleep` under tokio's paused clock.
 
+use std::future::Future;
 use std::time::Duration;
 
 use tokio::time;
@@ -194,8 +195,43 @@ fn sleep_is_small_and_unpin() {
     fn unpin<T: Unpin>() {}
     unpin::<wheel::Sleep>();
     assert!(
-        std::mem::size_of::<wheel::Sleep>() <= 48,
+        std::mem::size_of::<wheel::Sleep>() <= 40,
         "{}",
         std::mem::size_of::<wheel::Sleep>()
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panicking_waker_does_not_stop_the_driver() {
+    use std::sync::Arc;
+    use std::task::{Context, Wake, Waker};
+
+    struct Bomb;
+    impl Wake for Bomb {
+        fn wake(self: Arc<Self>) {
+            panic!("this waker panics when woken");
+        }
+    }
+    let bomb = Waker::from(Arc::new(Bomb));
+    let mut doomed = Box::pin(wheel::sleep(ms(5)));
+    assert!(doomed
+        .as_mut()
+        .poll(&mut Context::from_waker(&bomb))
+        .is_pending());
+
+    let mut fine = task::spawn(wheel::sleep(ms(5)));
+    assert_pending!(fine.poll());
+    let mut later = task::spawn(wheel::sleep(ms(10)));
+    assert_pending!(later.poll());
+
+    time::advance(ms(5)).await;
+    assert!(fine.is_woken());
+    assert_ready!(fine.poll());
+    time::advance(ms(5)).await;
+    assert!(later.is_woken(), "the driver kept serving after the panic");
+    assert_ready!(later.poll());
+    assert!(doomed
+        .as_mut()
+        .poll(&mut Context::from_waker(&bomb))
+        .is_ready());
 }

@@ -1,0 +1,423 @@
+//! `wheel::timeout`, `timeout_at`, `Timeout` and `error::Elapsed` under tokio's paused clock.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use proptest::prelude::*;
+use tokio::sync::oneshot;
+use tokio::time;
+use tokio_test::{assert_pending, assert_ready, assert_ready_eq, task};
+use wheel::error::Elapsed;
+use wheel::Instant;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// A future that counts its polls and is ready, with that count, once opened.
+/// It arranges no wake-up of its own.
+#[derive(Debug, Default)]
+struct Gate {
+    open: bool,
+    polls: u32,
+}
+
+impl Future for Gate {
+    type Output = u32;
+
+    fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<u32> {
+        self.polls += 1;
+        if self.open {
+            Poll::Ready(self.polls)
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_ready_future_wins_even_with_a_zero_duration() {
+    let start = Instant::now();
+    let mut zero = task::spawn(wheel::timeout(Duration::ZERO, async { 7 }));
+    assert_ready_eq!(zero.poll(), Ok(7));
+    let past = wheel::timeout_at(start - ms(1000), std::future::ready("late"));
+    assert_eq!(past.await, Ok("late"));
+    assert_eq!(Instant::now(), start);
+    let stats = wheel::Timer::current().stats();
+    assert_eq!((stats.pending, stats.entries, stats.fired), (0, 0, 0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pending_future_with_a_zero_duration_times_out_at_once() {
+    let start = Instant::now();
+    let mut zero = task::spawn(wheel::timeout(Duration::ZERO, Gate::default()));
+    assert!(assert_ready!(zero.poll()).is_err());
+    assert_eq!(zero.get_ref().polls, 1, "the inner future is polled first");
+    assert_eq!(Instant::now(), start);
+}
+
+#[tokio::test(start_paused = true)]
+async fn finishing_before_the_deadline_returns_ok_and_leaves_nothing_pending() {
+    let start = Instant::now();
+    let timer = wheel::Timer::current();
+    let mut t = task::spawn(wheel::timeout(ms(100), time::sleep(ms(30))));
+    assert_pending!(t.poll());
+    assert_eq!(timer.stats().pending, 1);
+    time::advance(ms(29)).await;
+    assert!(!t.is_woken());
+    time::advance(ms(1)).await;
+    assert!(t.is_woken());
+    assert_ready_eq!(t.poll(), Ok(()));
+    assert_eq!(start.elapsed(), ms(30));
+    drop(t);
+    let stats = timer.stats();
+    assert_eq!((stats.pending, stats.entries, stats.fired), (0, 0, 0));
+
+    // Awaited, with the inner future on the wheel too.
+    let out = wheel::timeout(ms(100), async {
+        wheel::sleep(ms(10)).await;
+        "done"
+    })
+    .await;
+    assert_eq!(out, Ok("done"));
+    assert_eq!(start.elapsed(), ms(40));
+    let stats = timer.stats();
+    assert_eq!((stats.pending, stats.entries, stats.fired), (0, 0, 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pending_future_errs_exactly_at_the_deadline() {
+    let start = Instant::now();
+    let deadline = start + ms(50);
+    let out = wheel::timeout(ms(50), std::future::pending::<()>()).await;
+    assert!(out.is_err());
+    assert_eq!(Instant::now(), deadline);
+    assert_eq!(wheel::Timer::current().stats().pending, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pending_future_is_woken_at_the_deadline_and_not_before() {
+    let start = Instant::now();
+    let mut t = task::spawn(wheel::timeout(ms(50), Gate::default()));
+    assert_pending!(t.poll());
+    time::advance(ms(49)).await;
+    assert!(!t.is_woken());
+    assert_pending!(t.poll());
+    time::advance(ms(1)).await;
+    assert!(t.is_woken());
+    assert!(assert_ready!(t.poll()).is_err());
+    assert_eq!(start.elapsed(), ms(50));
+}
+
+#[tokio::test(start_paused = true)]
+async fn elapsed_displays_like_tokio_and_converts_to_io_timed_out() {
+    let err: Elapsed = wheel::timeout(ms(1), std::future::pending::<()>())
+        .await
+        .unwrap_err();
+    assert_eq!(err.to_string(), "deadline has elapsed");
+    let tokio_err = time::timeout(ms(1), std::future::pending::<()>())
+        .await
+        .unwrap_err();
+    assert_eq!(err.to_string(), tokio_err.to_string());
+    let boxed: Box<dyn std::error::Error + Send + Sync> = Box::new(err);
+    assert!(boxed.source().is_none());
+    let io: std::io::Error = err.into();
+    assert_eq!(io.kind(), std::io::ErrorKind::TimedOut);
+    fn io_fn(result: Result<(), Elapsed>) -> std::io::Result<()> {
+        result?;
+        Ok(())
+    }
+    assert_eq!(
+        io_fn(Err(err)).unwrap_err().kind(),
+        std::io::ErrorKind::TimedOut
+    );
+    assert!(io_fn(Ok(())).is_ok());
+}
+
+#[tokio::test(start_paused = true)]
+async fn timeout_at_uses_the_given_deadline() {
+    let start = Instant::now();
+    let deadline = start + ms(75);
+    let out = wheel::timeout_at(deadline, std::future::pending::<()>()).await;
+    assert!(out.is_err());
+    assert_eq!(Instant::now(), deadline);
+
+    let deadline = Instant::now() + ms(75);
+    let out = wheel::timeout_at(deadline, async {
+        wheel::sleep(ms(74)).await;
+        1
+    })
+    .await;
+    assert_eq!(out, Ok(1));
+    assert_eq!(start.elapsed(), ms(149));
+}
+
+#[tokio::test(start_paused = true)]
+async fn timeout_at_is_woken_by_the_inner_future() {
+    let (tx, rx) = oneshot::channel();
+    let mut t = task::spawn(wheel::timeout_at(Instant::now() + ms(100), rx));
+    assert_pending!(t.poll());
+    time::advance(ms(90)).await;
+    assert!(!t.is_woken());
+    assert_pending!(t.poll());
+    tx.send(5).unwrap();
+    assert!(t.is_woken());
+    assert_ready_eq!(t.poll(), Ok(Ok(5)));
+    drop(t);
+    let stats = wheel::Timer::current().stats();
+    assert_eq!((stats.pending, stats.cancelled), (0, 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn get_ref_get_mut_and_into_inner() {
+    let timer = wheel::Timer::current();
+    let mut t = task::spawn(wheel::timeout(ms(100), Gate::default()));
+    assert_eq!(t.get_ref().polls, 0);
+    assert_pending!(t.poll());
+    assert_pending!(t.poll());
+    assert_eq!(t.get_ref().polls, 2);
+    t.get_mut().open = true;
+    assert_ready_eq!(t.poll(), Ok(3));
+    drop(t);
+    assert_eq!(timer.stats().cancelled, 1);
+
+    let mut t = task::spawn(wheel::timeout(ms(100), Gate::default()));
+    assert_pending!(t.poll());
+    assert_eq!(timer.stats().pending, 1);
+    let mut gate = t.into_inner().into_inner();
+    assert_eq!(gate.polls, 1);
+    let stats = timer.stats();
+    assert_eq!(
+        (stats.pending, stats.cancelled),
+        (0, 2),
+        "into_inner gave up the deadline"
+    );
+    gate.open = true;
+    assert_eq!(gate.await, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn inner_ready_at_the_deadline_wins() {
+    let start = Instant::now();
+    // Both on the wheel, due at the same tick.
+    let out = wheel::timeout(ms(20), wheel::sleep(ms(20))).await;
+    assert_eq!(out, Ok(()));
+    assert_eq!(start.elapsed(), ms(20));
+    // The inner future on tokio's timer.
+    let out = wheel::timeout(ms(20), time::sleep(ms(20))).await;
+    assert_eq!(out, Ok(()));
+    assert_eq!(start.elapsed(), ms(40));
+    // Polled by hand: both have fired by the time the task is polled.
+    let mut t = task::spawn(wheel::timeout_at(
+        start + ms(60),
+        wheel::sleep_until(start + ms(60)),
+    ));
+    assert_pending!(t.poll());
+    time::advance(ms(20)).await;
+    assert!(t.is_woken());
+    assert_ready_eq!(t.poll(), Ok(()));
+    // And an inner future that is ready only when polled at the deadline.
+    let deadline = start + ms(80);
+    let mut t = task::spawn(wheel::timeout_at(
+        deadline,
+        std::future::poll_fn(|_| {
+            if Instant::now() >= deadline {
+                Poll::Ready("inner")
+            } else {
+                Poll::Pending
+            }
+        }),
+    ));
+    assert_pending!(t.poll());
+    time::advance(ms(20)).await;
+    assert!(t.is_woken());
+    assert_ready_eq!(t.poll(), Ok("inner"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn duration_max_does_not_panic() {
+    assert_eq!(wheel::timeout(Duration::MAX, async { 3 }).await, Ok(3));
+    let start = Instant::now();
+    assert_eq!(
+        wheel::timeout(Duration::MAX, wheel::sleep(ms(10))).await,
+        Ok(())
+    );
+    assert_eq!(start.elapsed(), ms(10));
+    let mut forever = task::spawn(wheel::timeout(Duration::MAX, Gate::default()));
+    assert_pending!(forever.poll());
+    time::advance(Duration::from_secs(86_400 * 365)).await;
+    assert!(!forever.is_woken());
+    assert_pending!(forever.poll());
+    let mut at_max = task::spawn(wheel::timeout_at(
+        start + Duration::from_secs(300 * 365 * 86_400),
+        Gate::default(),
+    ));
+    assert_pending!(at_max.poll());
+}
+
+#[tokio::test(start_paused = true)]
+async fn nested_timeouts_the_shorter_one_fires() {
+    let start = Instant::now();
+    let inner_first =
+        wheel::timeout(ms(50), wheel::timeout(ms(10), std::future::pending::<()>())).await;
+    assert!(matches!(inner_first, Ok(Err(_))), "{inner_first:?}");
+    assert_eq!(start.elapsed(), ms(10));
+
+    let start = Instant::now();
+    let outer_first =
+        wheel::timeout(ms(10), wheel::timeout(ms(50), std::future::pending::<()>())).await;
+    assert!(outer_first.is_err(), "{outer_first:?}");
+    assert_eq!(start.elapsed(), ms(10));
+
+    let start = Instant::now();
+    let neither = wheel::timeout(ms(30), wheel::timeout(ms(20), wheel::sleep(ms(10)))).await;
+    assert_eq!(neither, Ok(Ok(())));
+    assert_eq!(start.elapsed(), ms(10));
+    assert_eq!(wheel::Timer::current().stats().pending, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn explicit_timer_timeouts_round_up_to_its_tick() {
+    let origin = Instant::now();
+    let timer = wheel::Timer::builder().tick(ms(10)).build().unwrap();
+    let mut t = task::spawn(timer.timeout(ms(25), Gate::default()));
+    assert_pending!(t.poll());
+    assert_eq!(timer.stats().pending, 1);
+    time::advance(ms(29)).await;
+    assert!(!t.is_woken(), "a 25 ms timeout fired before the 30 ms tick");
+    time::advance(ms(1)).await;
+    assert!(t.is_woken());
+    assert!(assert_ready!(t.poll()).is_err());
+    assert_eq!(origin.elapsed(), ms(30));
+
+    let ok = timer.timeout(ms(100), async { "fast" }).await;
+    assert_eq!(ok, Ok("fast"));
+
+    let deadline = Instant::now() + ms(40);
+    let out = timer
+        .timeout_at(deadline, std::future::pending::<()>())
+        .await;
+    assert!(out.is_err());
+    assert_eq!(Instant::now(), deadline);
+
+    drop(t);
+    let stats = timer.stats();
+    assert_eq!((stats.pending, stats.entries, stats.fired), (0, 0, 2));
+    assert_eq!(
+        wheel::Timer::current().stats().fired,
+        0,
+        "the default timer was not used"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_a_pending_timeout_cancels_its_entry() {
+    let timer = wheel::Timer::current();
+    let mut t = task::spawn(wheel::timeout(ms(100), Gate::default()));
+    assert_pending!(t.poll());
+    assert_eq!(timer.stats().pending, 1);
+    drop(t);
+    let stats = timer.stats();
+    assert_eq!((stats.pending, stats.entries, stats.cancelled), (0, 0, 1));
+
+    let explicit = wheel::Timer::builder().build().unwrap();
+    let mut many: Vec<_> = (1..=500)
+        .map(|i| task::spawn(explicit.timeout(ms(i), Gate::default())))
+        .collect();
+    for t in &mut many {
+        assert_pending!(t.poll());
+    }
+    assert_eq!(explicit.stats().pending, 500);
+    drop(many);
+    let stats = explicit.stats();
+    assert_eq!(
+        (stats.pending, stats.entries, stats.cancelled, stats.fired),
+        (0, 0, 500, 0)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unpolled_timeout_registers_nothing() {
+    let timer = wheel::Timer::current();
+    let t = wheel::timeout(ms(100), Gate::default());
+    assert_eq!(timer.stats().entries, 0);
+    drop(t);
+    assert_eq!(timer.stats().cancelled, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn many_concurrent_timeouts_half_complete_half_time_out() {
+    let start = Instant::now();
+    let mut handles = Vec::new();
+    for i in 0..200u64 {
+        handles.push(tokio::spawn(async move {
+            // Even tasks finish 1 ms before their deadline, odd ones 1 ms after.
+            let deadline = ms(10 + i);
+            let work = if i % 2 == 0 {
+                deadline - ms(1)
+            } else {
+                deadline + ms(1)
+            };
+            let out = wheel::timeout(deadline, wheel::sleep(work)).await;
+            (i, out, start.elapsed())
+        }));
+    }
+    let (mut ok, mut timed_out) = (0, 0);
+    for handle in handles {
+        let (i, out, at) = handle.await.unwrap();
+        match out {
+            Ok(()) => {
+                assert_eq!(i % 2, 0, "task {i} should have timed out");
+                assert_eq!(at, ms(9 + i));
+                ok += 1;
+            }
+            Err(_) => {
+                assert_eq!(i % 2, 1, "task {i} should have completed");
+                assert_eq!(at, ms(10 + i));
+                timed_out += 1;
+            }
+        }
+    }
+    assert_eq!((ok, timed_out), (100, 100));
+    let stats = wheel::Timer::current().stats();
+    assert_eq!((stats.pending, stats.entries), (0, 0));
+    assert_eq!(stats.fired, 200);
+    assert_eq!(stats.cancelled, 200);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// `tokio::time::timeout` is the oracle: for any deadline and any time
+    /// the inner future takes (whole milliseconds, where tokio's timer is
+    /// exact), both give the same outcome at the same instant.
+    #[test]
+    fn matches_tokio_timeout(deadline in 0..300u64, work in 0..300u64, inner_on_wheel: bool) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let start = Instant::now();
+            let inner = || async move {
+                if inner_on_wheel {
+                    wheel::sleep(ms(work)).await;
+                } else {
+                    time::sleep(ms(work)).await;
+                }
+                work
+            };
+            let (ours, theirs) = tokio::join!(
+                async { (wheel::timeout(ms(deadline), inner()).await.ok(), start.elapsed()) },
+                async { (time::timeout(ms(deadline), inner()).await.ok(), start.elapsed()) },
+            );
+            assert_eq!(ours, theirs, "deadline {deadline} ms, work {work} ms");
+            let want = if work <= deadline { Some(work) } else { None };
+            assert_eq!(ours, (want, ms(work.min(deadline))));
+            assert_eq!(wheel::Timer::current().stats().pending, 0);
+        });
+    }
+}
