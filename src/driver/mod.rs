@@ -90,6 +90,10 @@ pub(crate) struct Shared {
     slots_per_level: usize,
     /// Set for a runtime's default timer, so shutdown can unregister it.
     default_for: Option<tokio::runtime::Id>,
+    /// The runtime the timer runs on. The driver reads the clock inside its
+    /// context: with tokio's paused clock, another runtime's (or the real)
+    /// clock could be ahead of this one, and reading it would fire early.
+    runtime: tokio::runtime::Handle,
 }
 
 struct Inner {
@@ -127,6 +131,7 @@ impl Shared {
     /// Creates the shared state; must run inside `handle`'s context (it
     /// creates the alarm), and the caller spawns the [`Sentinel`].
     pub(crate) fn new(
+        runtime: tokio::runtime::Handle,
         clock: Clock,
         slots_per_level: usize,
         default_for: Option<tokio::runtime::Id>,
@@ -152,6 +157,7 @@ impl Shared {
                 clock,
                 slots_per_level,
                 default_for,
+                runtime,
             }
         })
     }
@@ -311,6 +317,7 @@ impl Shared {
     }
 
     fn process(&self) {
+        let _clock_of_this_runtime = self.runtime.enter();
         let mut batch: Vec<Waker> = Vec::new();
         let mut now = self.clock.now_tick(Instant::now());
         let mut inner = self.inner.lock();

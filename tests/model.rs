@@ -1,0 +1,491 @@
+//! Model-based property test of `Sleep` under tokio's paused clock: random
+//! create / drop / reset / advance sequences checked against a reference model.
+
+use std::time::Duration;
+
+use proptest::prelude::*;
+use tokio::time;
+use tokio_test::task::{self, Spawn};
+use wheel::{Instant, Sleep, Timer};
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// An explicit timer to build, `built_at` ms after the case starts.
+#[derive(Debug, Clone)]
+struct TimerSpec {
+    tick_ms: u64,
+    slots: usize,
+    built_at: u64,
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// A sleep of `delay` ms on timer `timer % timers` (0 is the default
+    /// timer), made with `sleep` or `sleep_until`, and polled at once.
+    Create {
+        timer: usize,
+        delay: u64,
+        until: bool,
+    },
+    /// Drops the live sleep `pick % live`.
+    Drop { pick: usize },
+    /// Resets the live sleep `pick % live` to `delay` ms from now, or ago
+    /// if `past`.
+    Reset { pick: usize, delay: u64, past: bool },
+    /// Advances the paused clock by `by` ms, then polls every live sleep
+    /// (or, when `poll` is false, leaves fired sleeps uncollected).
+    Advance { by: u64, poll: bool },
+}
+
+fn timer_spec() -> impl Strategy<Value = TimerSpec> {
+    (
+        prop::sample::select(vec![1u64, 3, 10]),
+        prop::sample::select(vec![2usize, 4, 64]),
+        0u64..20,
+    )
+        .prop_map(|(tick_ms, slots, built_at)| TimerSpec {
+            tick_ms,
+            slots,
+            built_at,
+        })
+}
+
+/// Delays: mostly anywhere in 5 s, often within a few ticks, sometimes zero.
+fn delay() -> impl Strategy<Value = u64> {
+    prop_oneof![3 => 0u64..5000, 2 => 0u64..30, 1 => Just(0)]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0usize..8, delay(), any::<bool>())
+            .prop_map(|(timer, delay, until)| Op::Create { timer, delay, until }),
+        1 => any::<usize>().prop_map(|pick| Op::Drop { pick }),
+        2 => (any::<usize>(), delay(), prop::bool::weighted(0.2))
+            .prop_map(|(pick, delay, past)| Op::Reset { pick, delay, past }),
+        3 => (prop_oneof![0u64..3000, 0u64..20], prop::bool::weighted(0.7))
+            .prop_map(|(by, poll)| Op::Advance { by, poll }),
+    ]
+}
+
+/// A timer and what the model expects of its counters.
+struct ModelTimer {
+    timer: Timer,
+    origin: Instant,
+    tick: Duration,
+    fired: u64,
+    cancelled: u64,
+}
+
+impl ModelTimer {
+    /// When the timer fires a registered `deadline`: rounded up to a whole
+    /// number of ticks after the timer's origin.
+    fn fires_at(&self, deadline: Instant) -> Instant {
+        let since = deadline.saturating_duration_since(self.origin).as_nanos();
+        let tick = self.tick.as_nanos();
+        let nanos = since.div_ceil(tick) * tick;
+        self.origin + Duration::from_nanos(u64::try_from(nanos).unwrap())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// In the wheel, waiting for its deadline.
+    Pending,
+    /// Fired by the timer; the next poll returns `Ready`.
+    Fired,
+    /// Returned `Ready` (no wheel entry).
+    Done,
+}
+
+/// A live sleep and its model.
+struct LiveSleep {
+    id: usize,
+    task: Spawn<Sleep>,
+    timer: usize,
+    deadline: Instant,
+    state: State,
+    /// The wheel holds this sleep's waker (from its last pending poll; firing
+    /// takes it).
+    has_waker: bool,
+    /// The task has been woken since it was last entered (polled or reset).
+    woken: bool,
+    /// Times it returned `Ready`, and times it was armed (created, or reset
+    /// after completing): every arming completes exactly once.
+    completions: u32,
+    armings: u32,
+}
+
+struct Model {
+    timers: Vec<ModelTimer>,
+    live: Vec<LiveSleep>,
+}
+
+impl Model {
+    /// The timer fires sleep `i` now: its waker, if the wheel holds one, is
+    /// woken.
+    fn fire(&mut self, i: usize) {
+        let s = &mut self.live[i];
+        s.state = State::Fired;
+        s.woken |= s.has_waker;
+        s.has_waker = false;
+        self.timers[s.timer].fired += 1;
+    }
+
+    /// Polls sleep `i`, and checks the result against the model.
+    fn poll(&mut self, i: usize) {
+        let now = Instant::now();
+        let s = &mut self.live[i];
+        let ready = s.task.poll().is_ready();
+        s.woken = false;
+        match s.state {
+            State::Pending => {
+                assert!(!ready, "sleep {}: ready before its tick", s.id);
+                s.has_waker = true;
+            }
+            State::Fired => {
+                assert!(ready, "sleep {}: fired but not ready", s.id);
+                assert!(now >= s.deadline, "sleep {}: completed early", s.id);
+                s.state = State::Done;
+                s.completions += 1;
+            }
+            State::Done => unreachable!("completed sleeps are not polled again"),
+        }
+    }
+
+    /// Polls a sleep that is in no wheel (just created, or reset after it
+    /// completed): it completes at once iff its deadline has passed,
+    /// otherwise it registers.
+    fn poll_fresh(&mut self, i: usize) {
+        let now = Instant::now();
+        let s = &mut self.live[i];
+        let ready = s.task.poll().is_ready();
+        s.woken = false;
+        assert_eq!(
+            ready,
+            s.deadline <= now,
+            "sleep {}: first poll at {now:?}, deadline {:?}",
+            s.id,
+            s.deadline
+        );
+        if ready {
+            s.state = State::Done;
+            s.completions += 1;
+        } else {
+            s.state = State::Pending;
+            s.has_waker = true;
+        }
+    }
+
+    /// Fires every pending sleep whose rounded-up deadline has come.
+    fn fire_due(&mut self) {
+        let now = Instant::now();
+        for i in 0..self.live.len() {
+            let s = &self.live[i];
+            if s.state == State::Pending && self.timers[s.timer].fires_at(s.deadline) <= now {
+                self.fire(i);
+            }
+        }
+    }
+
+    fn poll_all(&mut self) {
+        for i in 0..self.live.len() {
+            if self.live[i].state != State::Done {
+                self.poll(i);
+            }
+        }
+    }
+
+    /// Compares every sleep and every timer's counters with the model.
+    fn check(&self) {
+        let now = Instant::now();
+        for s in &self.live {
+            let t = &self.timers[s.timer];
+            let at = |i: Instant| i.saturating_duration_since(t.origin);
+            let what = format!(
+                "sleep {} on timer {} ({:?} tick) at {:?}: {:?}, deadline {:?}, fires {:?}",
+                s.id,
+                s.timer,
+                t.tick,
+                at(now),
+                s.state,
+                at(s.deadline),
+                at(t.fires_at(s.deadline))
+            );
+            assert_eq!(s.task.is_woken(), s.woken, "woken: {what}");
+            assert_eq!(
+                s.task.is_elapsed(),
+                s.state != State::Pending,
+                "is_elapsed: {what}"
+            );
+            assert_eq!(s.task.deadline(), s.deadline, "deadline: {what}");
+            if s.state == State::Pending {
+                // Never fires before its deadline, and always by a tick after.
+                assert!(now < t.fires_at(s.deadline), "not fired: {what}");
+                assert!(now < s.deadline + t.tick, "not fired: {what}");
+            }
+            let open = u32::from(s.state != State::Done);
+            assert_eq!(s.completions + open, s.armings, "completions: {what}");
+        }
+        for (i, t) in self.timers.iter().enumerate() {
+            let mine = || self.live.iter().filter(move |s| s.timer == i);
+            let pending = mine().filter(|s| s.state == State::Pending).count();
+            let entries = mine().filter(|s| s.state != State::Done).count();
+            let stats = t.timer.stats();
+            assert_eq!(stats.pending, pending, "timer {i}: pending, {stats:?}");
+            assert_eq!(stats.entries, entries, "timer {i}: entries, {stats:?}");
+            assert_eq!(stats.fired, t.fired, "timer {i}: fired, {stats:?}");
+            assert_eq!(
+                stats.cancelled, t.cancelled,
+                "timer {i}: cancelled, {stats:?}"
+            );
+        }
+    }
+
+    fn apply(&mut self, op: Op, next_id: &mut usize) {
+        let now = Instant::now();
+        match op {
+            Op::Create {
+                timer,
+                delay,
+                until,
+            } => {
+                let timer = timer % self.timers.len();
+                let deadline = now + ms(delay);
+                let sleep = match (timer, until) {
+                    (0, false) => wheel::sleep(ms(delay)),
+                    (0, true) => wheel::sleep_until(deadline),
+                    (t, false) => self.timers[t].timer.sleep(ms(delay)),
+                    (t, true) => self.timers[t].timer.sleep_until(deadline),
+                };
+                self.live.push(LiveSleep {
+                    id: *next_id,
+                    task: task::spawn(sleep),
+                    timer,
+                    deadline,
+                    state: State::Done,
+                    has_waker: false,
+                    woken: false,
+                    completions: 0,
+                    armings: 1,
+                });
+                *next_id += 1;
+                self.poll_fresh(self.live.len() - 1);
+            }
+            Op::Drop { pick } => {
+                if self.live.is_empty() {
+                    return;
+                }
+                let s = self.live.swap_remove(pick % self.live.len());
+                if s.state == State::Pending {
+                    self.timers[s.timer].cancelled += 1;
+                }
+            }
+            Op::Reset { pick, delay, past } => {
+                if self.live.is_empty() {
+                    return;
+                }
+                let i = pick % self.live.len();
+                let deadline = if past {
+                    now.checked_sub(ms(delay)).unwrap_or(now)
+                } else {
+                    now + ms(delay)
+                };
+                let s = &mut self.live[i];
+                s.deadline = deadline;
+                s.task.enter(|_, sleep| sleep.reset(deadline));
+                s.woken = false;
+                let due = self.timers[s.timer].fires_at(deadline) <= now;
+                match s.state {
+                    // Moved in the wheel, keeping its waker; fired (and
+                    // woken) at once if the new deadline's tick has come.
+                    State::Pending if due => self.fire(i),
+                    State::Pending => {}
+                    // Fired but uncollected: the entry is scheduled again,
+                    // or fired again at once.
+                    State::Fired if due => self.fire(i),
+                    State::Fired => s.state = State::Pending,
+                    // Completed: sleeps again from the next poll.
+                    State::Done => {
+                        s.armings += 1;
+                        self.poll_fresh(i);
+                    }
+                }
+            }
+            Op::Advance { poll, .. } => {
+                // The caller has advanced the clock; `advance` returns after
+                // the timers due by then have woken their tasks.
+                self.fire_due();
+                if poll {
+                    self.poll_all();
+                }
+            }
+        }
+    }
+}
+
+fn run_case(specs: Vec<TimerSpec>, ops: Vec<Op>, finish: bool) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        let start = Instant::now();
+        let mut model = Model {
+            timers: vec![ModelTimer {
+                timer: Timer::current(),
+                origin: start,
+                tick: ms(1),
+                fired: 0,
+                cancelled: 0,
+            }],
+            live: Vec::new(),
+        };
+        let mut specs = specs;
+        specs.sort_by_key(|s| s.built_at);
+        for spec in &specs {
+            let at = start + ms(spec.built_at);
+            time::advance(at - Instant::now()).await;
+            assert_eq!(Instant::now(), at);
+            let timer = Timer::builder()
+                .tick(ms(spec.tick_ms))
+                .slots_per_level(spec.slots)
+                .build()
+                .unwrap();
+            model.timers.push(ModelTimer {
+                timer,
+                origin: at,
+                tick: ms(spec.tick_ms),
+                fired: 0,
+                cancelled: 0,
+            });
+        }
+
+        let mut next_id = 0;
+        for op in ops {
+            if let Op::Advance { by, .. } = op {
+                time::advance(ms(by)).await;
+            }
+            model.apply(op, &mut next_id);
+            model.check();
+        }
+
+        if finish {
+            // Everything still pending is due within 5 s (plus a tick).
+            time::advance(ms(5_100)).await;
+            model.apply(Op::Advance { by: 0, poll: true }, &mut next_id);
+            model.check();
+            for s in &model.live {
+                assert_eq!(s.state, State::Done, "sleep {} never completed", s.id);
+            }
+        }
+
+        let Model { mut timers, live } = model;
+        for s in live {
+            if s.state == State::Pending {
+                timers[s.timer].cancelled += 1;
+            }
+        }
+        for (i, t) in timers.iter().enumerate() {
+            let stats = t.timer.stats();
+            assert_eq!(
+                (stats.pending, stats.entries),
+                (0, 0),
+                "timer {i}: {stats:?}"
+            );
+            assert_eq!(stats.fired, t.fired, "timer {i}: fired, {stats:?}");
+            assert_eq!(
+                stats.cancelled, t.cancelled,
+                "timer {i}: cancelled, {stats:?}"
+            );
+        }
+    });
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 64,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn sleeps_match_the_model(
+        specs in prop::collection::vec(timer_spec(), 0..4),
+        ops in prop::collection::vec(op(), 1..150),
+        finish in any::<bool>(),
+    ) {
+        run_case(specs, ops, finish);
+    }
+}
+
+/// A fixed sequence through the model, so every kind of step is taken at
+/// least once: resets into the past, resets of fired and of completed
+/// sleeps, drops of fired sleeps, advances that stop just short of a tick.
+#[test]
+fn a_fixed_sequence_matches_the_model() {
+    let specs = vec![
+        TimerSpec {
+            tick_ms: 10,
+            slots: 2,
+            built_at: 3,
+        },
+        TimerSpec {
+            tick_ms: 3,
+            slots: 4,
+            built_at: 7,
+        },
+    ];
+    let mut ops = Vec::new();
+    for t in 0..3 {
+        for delay in [0, 1, 9, 10, 11, 64, 65, 4099] {
+            ops.push(Op::Create {
+                timer: t,
+                delay,
+                until: delay % 2 == 0,
+            });
+        }
+    }
+    let advance = |by, poll| Op::Advance { by, poll };
+    let reset = |pick, delay| Op::Reset {
+        pick,
+        delay,
+        past: false,
+    };
+    let reset_back = |pick, delay| Op::Reset {
+        pick,
+        delay,
+        past: true,
+    };
+    ops.extend([
+        advance(5, true),
+        reset(3, 0),
+        reset(4, 3000),
+        advance(9, false),
+        reset(1, 0),
+        reset(2, 40),
+        Op::Drop { pick: 9 },
+        advance(1, true),
+        reset(0, 2),
+        Op::Drop { pick: 5 },
+        advance(1, true),
+        advance(70, false),
+        reset_back(0, 100),
+        reset_back(4, 1),
+        reset_back(8, 0),
+        reset_back(12, 5),
+        reset(5, 0),
+        reset(1, 0),
+        reset(2, 13),
+        Op::Drop { pick: 6 },
+        advance(2999, true),
+        Op::Drop { pick: 7 },
+        advance(1, true),
+        Op::Drop { pick: 0 },
+        Op::Drop { pick: 3 },
+    ]);
+    run_case(specs.clone(), ops.clone(), true);
+    run_case(specs, ops, false);
+}
