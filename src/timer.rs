@@ -430,7 +430,12 @@ impl Builder {
         let tick = self.tick;
         // Tokio panics (inside `sleep_until`) if the runtime has no timers.
         let shared = catch_unwind(AssertUnwindSafe(|| {
-            Shared::new(handle.clone(), Clock::new(Instant::now(), tick), slots, default_for)
+            Shared::new(
+                handle.clone(),
+                Clock::new(Instant::now(), tick),
+                slots,
+                default_for,
+            )
         }))
         .map_err(|_| BuildError::timers_disabled())?;
         handle.spawn(Sentinel::new(Arc::downgrade(&shared)));

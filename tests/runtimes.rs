@@ -1037,7 +1037,10 @@ fn the_driver_reads_its_own_runtimes_clock() {
         s.spawn(|| sleep.enter(|_, sleep| sleep.reset(start + ms(50))));
     });
     rt.block_on(async {
-        assert!(!sleep.is_woken(), "fired by the real clock, 50 ms early on the paused one");
+        assert!(
+            !sleep.is_woken(),
+            "fired by the real clock, 50 ms early on the paused one"
+        );
         assert_pending!(sleep.poll());
         time::advance(ms(50)).await;
         assert!(sleep.is_woken());
