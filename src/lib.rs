@@ -64,10 +64,11 @@ mod timeout;
 mod timer;
 mod wheel;
 
-use std::time::Duration;
-
 pub use interval::{interval, interval_at, Interval, MissedTickBehavior};
 pub use sleep::{sleep, sleep_until, Sleep};
+/// `std::time::Duration`, re-exported as `tokio::time` does, so that
+/// `use tokio::time::{sleep, Duration}` becomes `use wheel::{sleep, Duration}`.
+pub use std::time::Duration;
 pub use timeout::{timeout, timeout_at, Timeout};
 pub use timer::{Builder, Stats, Timer};
 /// A measurement of a monotonic clock: `tokio::time::Instant`, re-exported so

@@ -1,7 +1,8 @@
 //! The synchronisation primitives the crate uses, in one place.
 //!
 //! Everything concurrent goes through these names so that a model checker
-//! can be swapped in under one `cfg` without touching the driver. The mutex
+//! (loom, under `cfg(loom)`) can be swapped in here without touching the
+//! driver; the loom models themselves are not written yet. The mutex
 //! ignores poisoning: nothing that can panic runs while the driver's lock is
 //! held except `Waker::clone`/`will_wake`, and both run before any state is
 //! changed, so a poisoned lock still guards consistent state.

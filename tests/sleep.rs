@@ -235,3 +235,14 @@ async fn a_panicking_waker_does_not_stop_the_driver() {
         .poll(&mut Context::from_waker(&bomb))
         .is_ready());
 }
+
+#[test]
+fn futures_and_handles_are_send_sync_unpin() {
+    fn check<T: Send + Sync + Unpin>() {}
+    check::<wheel::Sleep>();
+    check::<wheel::Timeout<std::future::Ready<()>>>();
+    check::<wheel::Interval>();
+    check::<wheel::Timer>();
+    check::<wheel::error::Elapsed>();
+    check::<wheel::error::BuildError>();
+}
