@@ -112,6 +112,19 @@ struct Inner {
     cancelled: u64,
 }
 
+impl Inner {
+    /// Whether a deadline at `tick` comes before the runner's next look at
+    /// the wheel. If so, moves that promise up; the caller must then
+    /// `notify` (after releasing the lock) so the alarm is re-armed.
+    fn pull_in(&mut self, tick: u64) -> bool {
+        let earlier = tick < self.wake_at;
+        if earlier {
+            self.wake_at = tick;
+        }
+        earlier
+    }
+}
+
 /// What registering a deadline led to.
 #[derive(Debug)]
 pub(crate) enum Registration {
@@ -182,10 +195,7 @@ impl Shared {
             return Registration::ShutDown;
         }
         let inserted = inner.wheel.try_insert(tick, Some(waker.clone()));
-        let notify = inserted.is_ok() && tick < inner.wake_at;
-        if notify {
-            inner.wake_at = tick;
-        }
+        let notify = inserted.is_ok() && inner.pull_in(tick);
         drop(inner);
         if notify {
             self.notify();
@@ -251,12 +261,7 @@ impl Shared {
         let mut wake = None;
         let mut notify = false;
         match inner.wheel.reset(key, tick) {
-            Some(true) => {
-                notify = tick < inner.wake_at;
-                if notify {
-                    inner.wake_at = tick;
-                }
-            }
+            Some(true) => notify = inner.pull_in(tick),
             Some(false) => {
                 inner.fired += 1;
                 wake = inner.wheel.value_mut(key).and_then(Option::take);
