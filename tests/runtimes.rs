@@ -83,6 +83,37 @@ fn registered(mut sleep: wheel::Sleep) -> wheel::Sleep {
     sleep
 }
 
+/// Awaits every task, failing with `what` if they take more than a
+/// generous 10 s (the sleeps involved are at most tens of milliseconds).
+async fn join_within_10s(handles: Vec<tokio::task::JoinHandle<()>>, what: &str) {
+    let all = async {
+        for h in handles {
+            h.await.unwrap();
+        }
+    };
+    if time::timeout(secs(10), all).await.is_err() {
+        panic!("timed out: {what}");
+    }
+}
+
+/// Spawns `n` tasks sleeping 1 to `spread` ms on `timer` (the default timer
+/// if `None`), each asserting it did not wake early, and awaits them all.
+async fn sleepers_never_early(n: u64, spread: u64, timer: Option<&Timer>, what: &str) {
+    let mut handles = Vec::new();
+    for i in 0..n {
+        let timer = timer.cloned();
+        handles.push(tokio::spawn(async move {
+            let deadline = Instant::now() + ms(1 + i % spread);
+            match timer {
+                Some(timer) => timer.sleep_until(deadline).await,
+                None => wheel::sleep_until(deadline).await,
+            }
+            assert!(Instant::now() >= deadline, "early");
+        }));
+    }
+    join_within_10s(handles, what).await;
+}
+
 /// Lets spawned tasks (such as a timer's sentinel) run.
 async fn settle() {
     for _ in 0..8 {
@@ -137,14 +168,7 @@ async fn multi_thread_many_sleeps_are_never_early_and_all_complete() {
             );
         }));
     }
-    let all = async {
-        for h in handles {
-            h.await.unwrap();
-        }
-    };
-    time::timeout(secs(10), all)
-        .await
-        .expect("all sleeps complete");
+    join_within_10s(handles, "all sleeps complete").await;
 
     let stats = timer.stats();
     assert_eq!(
@@ -198,12 +222,7 @@ async fn multi_thread_churn_leaves_no_pending_timers_and_no_entries() {
             }
         }));
     }
-    let all = async {
-        for h in handles {
-            h.await.unwrap();
-        }
-    };
-    time::timeout(secs(10), all).await.expect("churn completes");
+    join_within_10s(handles, "churn completes").await;
 
     let stats = timer.stats();
     assert_eq!((stats.pending, stats.entries), (0, 0), "{stats:?}");
@@ -297,23 +316,7 @@ fn a_timer_on_a_multi_thread_runtime_serves_another_runtimes_tasks() {
         .unwrap();
     let rt_b = real_rt();
     rt_b.block_on(async {
-        let mut handles = Vec::new();
-        for i in 0..50u64 {
-            let timer = timer.clone();
-            handles.push(tokio::spawn(async move {
-                let deadline = Instant::now() + ms(1 + i % 20);
-                timer.sleep_until(deadline).await;
-                assert!(Instant::now() >= deadline, "early");
-            }));
-        }
-        let all = async {
-            for h in handles {
-                h.await.unwrap();
-            }
-        };
-        time::timeout(secs(10), all)
-            .await
-            .expect("the other runtime's alarm wakes us");
+        sleepers_never_early(50, 20, Some(&timer), "the other runtime's alarm wakes us").await;
     });
     let stats = timer.stats();
     assert_eq!((stats.pending, stats.entries, stats.cancelled), (0, 0, 0));
@@ -495,22 +498,7 @@ fn runtimes_coming_and_going_do_not_disturb_a_busy_multi_thread_runtime() {
     });
     main.block_on(async {
         let timer = Timer::current();
-        let mut handles = Vec::new();
-        for i in 0..500u64 {
-            handles.push(tokio::spawn(async move {
-                let deadline = Instant::now() + ms(1 + i % 25);
-                wheel::sleep_until(deadline).await;
-                assert!(Instant::now() >= deadline, "early");
-            }));
-        }
-        let all = async {
-            for h in handles {
-                h.await.unwrap();
-            }
-        };
-        time::timeout(secs(10), all)
-            .await
-            .expect("all sleeps complete");
+        sleepers_never_early(500, 25, None, "all sleeps complete").await;
         assert!(!timer.is_shut_down());
         assert!(!Timer::current().is_shut_down());
         let stats = timer.stats();
