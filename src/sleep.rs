@@ -212,7 +212,6 @@ impl Sleep {
     }
 
     /// The timer this sleep is (or will be) registered with.
-    #[track_caller]
     fn timer(&mut self) -> &Timer {
         self.timer
             .get_or_insert_with(|| match Timer::try_current() {
@@ -222,7 +221,6 @@ impl Sleep {
     }
 }
 
-#[track_caller]
 fn timer_shut_down() -> ! {
     panic!(
         "wheel: the timer's runtime has shut down, so this pending Sleep can never complete \
