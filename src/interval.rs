@@ -11,11 +11,11 @@ use tokio::time::Instant;
 
 use crate::{sleep_until, Sleep};
 
-/// Ticks later than this behind schedule count as missed, as in tokio...
+/// Tokio's threshold: a tick taken later than this after it was due counts
+/// as missed. `poll_tick` uses the larger of this and the timer's tick,
+/// because a coarse-tick timer is routinely up to a tick late by design and
+/// that must not count as a miss (`Delay` would drift on every tick).
 const MISSED_THRESHOLD: Duration = Duration::from_millis(5);
-// ...or later than one tick of the interval's timer, whichever is longer: a
-// timer with a coarse tick is routinely up to a tick late by design, and
-// that must not count as a miss (`Delay` would drift on every tick).
 
 /// An [`Interval`] on the current runtime's default timer whose first tick
 /// completes at once and then every `period`.
