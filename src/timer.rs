@@ -223,6 +223,24 @@ impl Timer {
         Interval::new(self.sleep_until(start), period)
     }
 
+    /// The current time on this timer's clock: `Instant::now()` for a timer
+    /// driven by a runtime (tokio's paused clock included).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let timer = wheel::Timer::builder().build().unwrap();
+    /// let before = timer.now();
+    /// timer.sleep(std::time::Duration::from_secs(1)).await;
+    /// assert_eq!(timer.now() - before, std::time::Duration::from_secs(1));
+    /// # }
+    /// ```
+    pub fn now(&self) -> Instant {
+        Instant::now()
+    }
+
     /// A snapshot of this timer's counters.
     ///
     /// # Examples
