@@ -159,3 +159,81 @@ impl fmt::Display for BuildError {
 }
 
 impl std::error::Error for BuildError {}
+
+/// Why a [`Timer`](crate::Timer) refused new work: it has shut down, or it
+/// holds as many pending timers as [`Builder::max_pending`] allows.
+///
+/// Returned by the fallible constructors ([`Timer::try_sleep`],
+/// [`Timer::try_schedule`], ...); their infallible twins panic with the same
+/// message instead.
+///
+/// [`Builder::max_pending`]: crate::Builder::max_pending
+/// [`Timer::try_sleep`]: crate::Timer::try_sleep
+/// [`Timer::try_schedule`]: crate::Timer::try_schedule
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let timer = wheel::Timer::builder().max_pending(1).build().unwrap();
+/// let _first = timer.try_sleep(Duration::from_secs(1)).unwrap();
+/// let err = timer.try_sleep(Duration::from_secs(1)).unwrap_err();
+/// assert!(err.is_at_capacity());
+/// assert!(err.to_string().contains("1 pending"));
+/// # }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    kind: ErrorKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum ErrorKind {
+    ShutDown,
+    AtCapacity(usize),
+}
+
+impl Error {
+    pub(crate) fn shut_down() -> Error {
+        Error {
+            kind: ErrorKind::ShutDown,
+        }
+    }
+
+    pub(crate) fn at_capacity(max: usize) -> Error {
+        Error {
+            kind: ErrorKind::AtCapacity(max),
+        }
+    }
+
+    /// The timer has shut down: [`Timer::shutdown`](crate::Timer::shutdown)
+    /// was called, or its runtime shut down.
+    pub fn is_shutdown(&self) -> bool {
+        matches!(self.kind, ErrorKind::ShutDown)
+    }
+
+    /// The timer already holds [`Builder::max_pending`](crate::Builder::max_pending)
+    /// pending timers.
+    pub fn is_at_capacity(&self) -> bool {
+        matches!(self.kind, ErrorKind::AtCapacity(_))
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.kind {
+            ErrorKind::ShutDown => f.write_str(
+                "the timer has shut down (Timer::shutdown was called, or its runtime shut down)",
+            ),
+            ErrorKind::AtCapacity(max) => write!(
+                f,
+                "the timer is at capacity: {max} pending timers (Builder::max_pending)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Error {}

@@ -210,7 +210,7 @@ impl Interval {
             return Poll::Pending;
         }
         let timeout = self.delay.deadline();
-        let now = Instant::now();
+        let now = self.delay.now();
         let threshold = MISSED_THRESHOLD.max(self.delay.tick());
         let next = if now > add_or_far(timeout, threshold) {
             self.missed_tick_behavior
@@ -241,7 +241,7 @@ impl Interval {
     /// # }
     /// ```
     pub fn reset(&mut self) {
-        self.reset_at(add_or_far(Instant::now(), self.period));
+        self.reset_at(add_or_far(self.delay.now(), self.period));
     }
 
     /// Makes the next tick due at once.
@@ -260,7 +260,7 @@ impl Interval {
     /// # }
     /// ```
     pub fn reset_immediately(&mut self) {
-        self.reset_at(Instant::now());
+        self.reset_at(self.delay.now());
     }
 
     /// Makes the next tick due `after` from now.
@@ -279,7 +279,7 @@ impl Interval {
     /// # }
     /// ```
     pub fn reset_after(&mut self, after: Duration) {
-        self.reset_at(add_or_far(Instant::now(), after));
+        self.reset_at(add_or_far(self.delay.now(), after));
     }
 
     /// Makes the next tick due at `deadline`; the period counts from there.

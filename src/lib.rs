@@ -57,11 +57,15 @@
 
 mod driver;
 pub mod error;
+mod builder;
+mod handle;
 mod interval;
 mod sleep;
+mod stats;
 mod sync;
 mod timeout;
 mod timer;
+mod unfired;
 mod wheel;
 
 pub use interval::{interval, interval_at, Interval, MissedTickBehavior};
@@ -70,7 +74,11 @@ pub use sleep::{sleep, sleep_until, Sleep};
 /// `use tokio::time::{sleep, Duration}` becomes `use wheel::{sleep, Duration}`.
 pub use std::time::Duration;
 pub use timeout::{timeout, timeout_at, Timeout};
-pub use timer::{Builder, Stats, Timer};
+pub use builder::Builder;
+pub use handle::TimerHandle;
+pub use stats::Stats;
+pub use timer::Timer;
+pub use unfired::{Unfired, UnfiredCallback};
 /// A measurement of a monotonic clock: `tokio::time::Instant`, re-exported so
 /// that tokio's paused clock applies to both crates.
 pub use tokio::time::Instant;
@@ -84,8 +92,9 @@ fn far_future() -> Instant {
     Instant::now() + Duration::from_secs(86_400 * 365 * 30)
 }
 
-/// `now + duration`, or [`far_future`] if that overflows.
-fn deadline_after(duration: Duration) -> Instant {
-    let now = Instant::now();
-    now.checked_add(duration).unwrap_or_else(far_future)
+/// `now + duration`, or roughly 30 years after `now` if that overflows.
+fn deadline_after(now: Instant, duration: Duration) -> Instant {
+    now.checked_add(duration)
+        .or_else(|| now.checked_add(Duration::from_secs(86_400 * 365 * 30)))
+        .unwrap_or(now)
 }

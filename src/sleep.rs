@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::driver::Registration;
+use crate::error::Error;
 use crate::wheel::Key;
 use crate::Timer;
 
@@ -40,7 +41,7 @@ use crate::Timer;
 /// # }
 /// ```
 pub fn sleep(duration: Duration) -> Sleep {
-    Sleep::new(None, crate::deadline_after(duration))
+    Sleep::new(None, crate::deadline_after(Instant::now(), duration))
 }
 
 /// Waits until `deadline`, on the current runtime's default timer.
@@ -75,11 +76,14 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 ///
 /// # Panics
 ///
-/// Polling panics if the sleep is pending when its timer's runtime has shut
-/// down (the timer can no longer fire it; completing it would be early, and
-/// waiting would hang), with a message saying so, as `tokio::time::Sleep`
-/// does. A sleep of the default timer first polled outside any runtime
-/// panics likewise.
+/// Polling panics if the sleep is pending when its timer has shut down
+/// ([`Timer::shutdown`], or its runtime shut down): the timer can no longer
+/// fire it, completing it would be early, and waiting would hang. The
+/// message says so, as `tokio::time::Sleep`'s does. A sleep of the default
+/// timer first polled outside any runtime panics likewise, and so does the
+/// first poll of a sleep made by [`Timer::sleep`] on a timer at its
+/// [`max_pending`](crate::Builder::max_pending) limit
+/// ([`Timer::try_sleep`] returns that error instead).
 ///
 /// # Examples
 ///
@@ -122,6 +126,24 @@ impl Sleep {
             timer,
             state: State::Idle,
         }
+    }
+
+    /// A sleep that [`Timer::try_sleep_until`] registered eagerly.
+    pub(crate) fn registered(
+        timer: Timer,
+        deadline: Instant,
+        registration: Registration,
+    ) -> Result<Sleep, Error> {
+        let state = match registration {
+            Registration::Pending(key) => State::Registered(key),
+            Registration::Elapsed => State::Elapsed,
+            Registration::Refused(error) => return Err(error),
+        };
+        Ok(Sleep {
+            deadline,
+            timer: Some(timer),
+            state,
+        })
     }
 
     /// The instant at which the sleep completes (before rounding up to the
@@ -206,6 +228,12 @@ impl Sleep {
         }
     }
 
+    /// The time on this sleep's timer's clock (`Instant::now()` before a
+    /// default-timer sleep is bound).
+    pub(crate) fn now(&self) -> Instant {
+        self.timer.as_ref().map_or_else(Instant::now, Timer::now)
+    }
+
     /// The tick of this sleep's timer (the default timer's before it is bound).
     pub(crate) fn tick(&self) -> Duration {
         self.timer.as_ref().map_or(crate::DEFAULT_TICK, Timer::tick)
@@ -221,11 +249,8 @@ impl Sleep {
     }
 }
 
-fn timer_shut_down() -> ! {
-    panic!(
-        "wheel: the timer's runtime has shut down, so this pending Sleep can never complete \
-         (a timer runs on the runtime it was built on, or first used in)"
-    )
+fn refused(error: Error) -> ! {
+    panic!("wheel: this Sleep can never complete: {error}")
 }
 
 impl Future for Sleep {
@@ -243,16 +268,17 @@ impl Future for Sleep {
                         this.state = State::Elapsed;
                         Poll::Ready(())
                     }
-                    Poll::Ready(Err(_)) => timer_shut_down(),
+                    Poll::Ready(Err(error)) => refused(error),
                 }
             }
             State::Idle => {
-                if this.deadline <= Instant::now() {
+                let deadline = this.deadline;
+                let timer = this.timer();
+                if deadline <= timer.now() {
                     this.state = State::Elapsed;
                     return Poll::Ready(());
                 }
-                let deadline = this.deadline;
-                match this.timer().shared().register(deadline, cx.waker()) {
+                match timer.shared().register(deadline, Some(cx.waker())) {
                     Registration::Pending(key) => {
                         this.state = State::Registered(key);
                         Poll::Pending
@@ -261,7 +287,7 @@ impl Future for Sleep {
                         this.state = State::Elapsed;
                         Poll::Ready(())
                     }
-                    Registration::ShutDown => timer_shut_down(),
+                    Registration::Refused(error) => refused(error),
                 }
             }
         }

@@ -1,33 +1,61 @@
 //! The synchronisation primitives the crate uses, in one place.
 //!
-//! Everything concurrent goes through these names so that a model checker
-//! (loom, under `cfg(loom)`) can be swapped in here without touching the
-//! driver; the loom models themselves are not written yet. The mutex
-//! ignores poisoning: nothing that can panic runs while the driver's lock is
-//! held except `Waker::clone`/`will_wake`, and both run before any state is
-//! changed, so a poisoned lock still guards consistent state.
+//! Everything concurrent in the driver goes through these names, so that
+//! under `cfg(loom)` the model checker's mutex and atomics replace std's and
+//! the loom models (`src/driver/loom.rs`) explore every interleaving of the
+//! real driver code. `Arc` and `Weak` stay std's even then: loom's `Arc` has
+//! no `Weak`, and reference counts are not the races the models are about.
+//!
+//! The mutex ignores poisoning: nothing that can panic runs while the
+//! driver's lock is held except `Waker::clone`/`will_wake`, and both run
+//! before any state is changed, so a poisoned lock still guards consistent
+//! state.
 
-pub(crate) use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 pub(crate) use std::sync::{Arc, Weak};
 
-/// `std::sync::Mutex` without poisoning.
-#[derive(Debug, Default)]
-pub(crate) struct Mutex<T>(std::sync::Mutex<T>);
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+#[cfg(not(loom))]
+use std::sync::{Mutex as Inner, MutexGuard as InnerGuard, PoisonError};
+
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+#[cfg(loom)]
+use loom::sync::{Mutex as Inner, MutexGuard as InnerGuard};
+#[cfg(loom)]
+use std::sync::PoisonError;
+
+#[cfg(loom)]
+pub(crate) use loom::thread_local;
+#[cfg(not(loom))]
+pub(crate) use std::thread_local;
+
+/// The guard [`Mutex::lock`] returns.
+pub(crate) type MutexGuard<'a, T> = InnerGuard<'a, T>;
+
+/// A mutex without poisoning: std's, or loom's under `cfg(loom)`.
+#[derive(Debug)]
+pub(crate) struct Mutex<T>(Inner<T>);
 
 impl<T> Mutex<T> {
-    pub(crate) const fn new(value: T) -> Mutex<T> {
-        Mutex(std::sync::Mutex::new(value))
+    pub(crate) fn new(value: T) -> Mutex<T> {
+        Mutex(Inner::new(value))
     }
 
-    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, T> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     pub(crate) fn get_mut(&mut self) -> &mut T {
-        self.0
-            .get_mut()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.0.get_mut().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// Lets another thread run: a spin-wait's back-off (loom's, under loom, so
+/// that the model checker schedules the thread being waited for).
+pub(crate) fn yield_now() {
+    #[cfg(not(loom))]
+    std::thread::yield_now();
+    #[cfg(loom)]
+    loom::thread::yield_now();
 }

@@ -1,17 +1,14 @@
-//! [`Timer`]: an explicit timer instance, its [`Builder`] and its [`Stats`].
+//! [`Timer`]: an explicit timer instance.
 
 use std::future::IntoFuture;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
-use tokio::runtime::Handle;
 use tokio::time::Instant;
 
-use crate::driver::{registry, Clock, Sentinel, Shared};
-use crate::error::BuildError;
+use crate::driver::{registry, Registration, Shared};
+use crate::error::{BuildError, Error};
 use crate::sync::Arc;
-use crate::wheel::{MAX_SLOTS, MIN_SLOTS};
-use crate::{Interval, Sleep, Timeout};
+use crate::{Builder, Interval, Sleep, Stats, Timeout, TimerHandle, Unfired};
 
 /// A hierarchical timing wheel running on a tokio runtime.
 ///
@@ -24,8 +21,14 @@ use crate::{Interval, Sleep, Timeout};
 /// The timer runs on the runtime it was built on: its one tokio timer (the
 /// alarm) is registered there, and when that runtime shuts down the timer
 /// shuts down too (see [`Sleep`] for what a pending sleep does then). It keeps
-/// working while any handle or any of its futures is alive, and frees
-/// everything when the last one is dropped.
+/// working while any handle, any of its futures or any pending callback is
+/// alive, and frees everything when the last one is gone. A
+/// [`manual`](Builder::manual) timer needs no runtime: its clock moves only
+/// when told to.
+///
+/// Besides futures, a timer runs callbacks ([`schedule`](Timer::schedule)),
+/// can refuse work past a limit ([`Builder::max_pending`]) and can be shut
+/// down by hand ([`shutdown`](Timer::shutdown)), handing back what never ran.
 ///
 /// [`sleep`]: crate::sleep
 /// [`timeout`]: crate::timeout
@@ -121,7 +124,7 @@ impl Timer {
     /// # }
     /// ```
     pub fn sleep(&self, duration: Duration) -> Sleep {
-        Sleep::new(Some(self.clone()), crate::deadline_after(duration))
+        Sleep::new(Some(self.clone()), self.deadline_after(duration))
     }
 
     /// A future that completes at `deadline`.
@@ -198,7 +201,7 @@ impl Timer {
     /// ```
     #[track_caller]
     pub fn interval(&self, period: Duration) -> Interval {
-        self.interval_at(Instant::now(), period)
+        self.interval_at(self.now(), period)
     }
 
     /// An [`Interval`] on this timer whose first tick completes at `start`.
@@ -224,7 +227,8 @@ impl Timer {
     }
 
     /// The current time on this timer's clock: `Instant::now()` for a timer
-    /// driven by a runtime (tokio's paused clock included).
+    /// driven by a runtime (tokio's paused clock included), the manual
+    /// clock's time for a [`manual`](Builder::manual) timer.
     ///
     /// # Examples
     ///
@@ -238,7 +242,337 @@ impl Timer {
     /// # }
     /// ```
     pub fn now(&self) -> Instant {
-        Instant::now()
+        self.shared.now()
+    }
+
+    /// Like [`sleep`](Timer::sleep), but registers the sleep now and says
+    /// so if the timer refuses it, instead of panicking at the first poll.
+    /// The sleep holds its place from now on, so it counts against
+    /// [`Builder::max_pending`] even before it is polled.
+    ///
+    /// # Errors
+    ///
+    /// The timer has shut down, or holds `max_pending` pending timers.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let timer = wheel::Timer::builder().build().unwrap();
+    /// let sleep = timer.try_sleep(std::time::Duration::from_secs(1)).unwrap();
+    /// assert_eq!(timer.stats().pending, 1);
+    /// sleep.await;
+    /// timer.shutdown();
+    /// assert!(timer.try_sleep(std::time::Duration::from_secs(1)).unwrap_err().is_shutdown());
+    /// # }
+    /// ```
+    pub fn try_sleep(&self, duration: Duration) -> Result<Sleep, Error> {
+        self.try_sleep_until(self.deadline_after(duration))
+    }
+
+    /// Like [`sleep_until`](Timer::sleep_until), but registers the sleep now;
+    /// see [`try_sleep`](Timer::try_sleep).
+    ///
+    /// # Errors
+    ///
+    /// The timer has shut down, or holds `max_pending` pending timers.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let timer = wheel::Timer::builder().build().unwrap();
+    /// let deadline = timer.now() + std::time::Duration::from_millis(10);
+    /// timer.try_sleep_until(deadline).unwrap().await;
+    /// assert!(timer.now() >= deadline);
+    /// # }
+    /// ```
+    pub fn try_sleep_until(&self, deadline: Instant) -> Result<Sleep, Error> {
+        let registration = if deadline <= self.now() {
+            Registration::Elapsed
+        } else {
+            self.shared.register(deadline, None)
+        };
+        Sleep::registered(self.clone(), deadline, registration)
+    }
+
+    /// Like [`timeout`](Timer::timeout), but registers its sleep now; see
+    /// [`try_sleep`](Timer::try_sleep).
+    ///
+    /// # Errors
+    ///
+    /// The timer has shut down, or holds `max_pending` pending timers.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let timer = wheel::Timer::builder().max_pending(10).build().unwrap();
+    /// let out = timer.try_timeout(std::time::Duration::from_secs(1), async { 7 }).unwrap();
+    /// assert_eq!(out.await, Ok(7));
+    /// # }
+    /// ```
+    pub fn try_timeout<F: IntoFuture>(
+        &self,
+        duration: Duration,
+        future: F,
+    ) -> Result<Timeout<F::IntoFuture>, Error> {
+        self.try_timeout_at(self.deadline_after(duration), future)
+    }
+
+    /// Like [`timeout_at`](Timer::timeout_at), but registers its sleep now;
+    /// see [`try_sleep`](Timer::try_sleep).
+    ///
+    /// # Errors
+    ///
+    /// The timer has shut down, or holds `max_pending` pending timers.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let timer = wheel::Timer::builder().build().unwrap();
+    /// let deadline = timer.now() + std::time::Duration::from_millis(10);
+    /// let out = timer.try_timeout_at(deadline, std::future::pending::<()>()).unwrap();
+    /// assert!(out.await.is_err());
+    /// # }
+    /// ```
+    pub fn try_timeout_at<F: IntoFuture>(
+        &self,
+        deadline: Instant,
+        future: F,
+    ) -> Result<Timeout<F::IntoFuture>, Error> {
+        let sleep = self.try_sleep_until(deadline)?;
+        Ok(Timeout::new(future.into_future(), sleep))
+    }
+
+    /// Runs `f` once `delay` has passed, on the thread that drives the
+    /// timer, without a task or a future: the handle cancels it. Start and
+    /// cancel are O(1).
+    ///
+    /// The callback runs outside the timer's lock, so it may schedule,
+    /// cancel or sleep on this timer; it should be short (spawn a task for
+    /// real work), because it runs where tokio fires its timers. A callback
+    /// that panics is caught and counted in [`Stats::panicked`]; the timer
+    /// carries on. A deadline that has already passed runs at the next tick.
+    /// Dropping the handle does not cancel the callback, and a runtime timer
+    /// stays alive until its pending callbacks have run, even with no handle
+    /// left.
+    ///
+    /// # Panics
+    ///
+    /// Panics if the timer has shut down or is at capacity;
+    /// [`try_schedule`](Timer::try_schedule) returns the error instead.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let timer = wheel::Timer::builder().build().unwrap();
+    /// let ran = Arc::new(AtomicBool::new(false));
+    /// let flag = ran.clone();
+    /// let handle = timer.schedule(Duration::from_millis(50), move || flag.store(true, Ordering::SeqCst));
+    ///
+    /// wheel::sleep(Duration::from_millis(60)).await;
+    /// assert!(ran.load(Ordering::SeqCst));
+    /// assert!(handle.is_expired());
+    /// assert!(!handle.cancel(), "too late: it has run");
+    /// # }
+    /// ```
+    #[track_caller]
+    pub fn schedule<F>(&self, delay: Duration, f: F) -> TimerHandle
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        self.schedule_at(self.deadline_after(delay), f)
+    }
+
+    /// Runs `f` at `deadline`; see [`schedule`](Timer::schedule).
+    ///
+    /// # Panics
+    ///
+    /// Panics if the timer has shut down or is at capacity;
+    /// [`try_schedule_at`](Timer::try_schedule_at) returns the error instead.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let timer = wheel::Timer::builder().build().unwrap();
+    /// let handle = timer.schedule_at(timer.now() + std::time::Duration::from_secs(1), || {
+    ///     unreachable!("cancelled before it is due")
+    /// });
+    /// assert!(handle.cancel());
+    /// assert!(handle.is_cancelled());
+    /// # }
+    /// ```
+    #[track_caller]
+    pub fn schedule_at<F>(&self, deadline: Instant, f: F) -> TimerHandle
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        match self.try_schedule_at(deadline, f) {
+            Ok(handle) => handle,
+            Err(e) => panic!("wheel: cannot schedule a callback: {e}"),
+        }
+    }
+
+    /// Like [`schedule`](Timer::schedule), but returns why the timer refused.
+    ///
+    /// # Errors
+    ///
+    /// The timer has shut down, or holds `max_pending` pending timers.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let timer = wheel::Timer::builder().manual().build().unwrap();
+    /// let handle = timer.try_schedule(std::time::Duration::from_secs(1), || {}).unwrap();
+    /// timer.advance(std::time::Duration::from_secs(1));
+    /// assert!(handle.is_expired());
+    /// ```
+    pub fn try_schedule<F>(&self, delay: Duration, f: F) -> Result<TimerHandle, Error>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        self.try_schedule_at(self.deadline_after(delay), f)
+    }
+
+    /// Like [`schedule_at`](Timer::schedule_at), but returns why the timer
+    /// refused.
+    ///
+    /// # Errors
+    ///
+    /// The timer has shut down, or holds `max_pending` pending timers.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let timer = wheel::Timer::builder().manual().max_pending(0).build().unwrap();
+    /// let err = timer.try_schedule_at(timer.now(), || {}).unwrap_err();
+    /// assert!(err.is_at_capacity());
+    /// ```
+    pub fn try_schedule_at<F>(&self, deadline: Instant, f: F) -> Result<TimerHandle, Error>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        let (key, state) = self.shared.schedule(deadline, Box::new(f))?;
+        Ok(TimerHandle::new(self.clone(), key, state))
+    }
+
+    /// Stops the timer and returns what never ran: the pending callbacks,
+    /// in deadline order (not run; run them yourself if you like), and how
+    /// many sleeps were pending.
+    ///
+    /// Afterwards the timer refuses new work: the `try_*` constructors
+    /// return an error for which [`is_shutdown`](Error::is_shutdown) is
+    /// true, and the others panic. Every pending [`Sleep`] (and so every
+    /// pending [`Timeout`] and [`Interval`]) is woken and panics when polled,
+    /// with a message saying the timer has shut down, rather than hang or
+    /// complete before its deadline; drop them instead of polling them. The
+    /// handles of the returned callbacks report
+    /// [`is_cancelled`](TimerHandle::is_cancelled). A second call returns
+    /// nothing. A runtime's shutdown does the same to its timers, dropping
+    /// the callbacks.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let timer = wheel::Timer::builder().manual().build().unwrap();
+    /// timer.schedule(Duration::from_secs(2), || println!("second"));
+    /// let first = timer.schedule(Duration::from_secs(1), || println!("first"));
+    /// let _sleep = timer.try_sleep(Duration::from_secs(3)).unwrap();
+    ///
+    /// let unfired = timer.shutdown();
+    /// assert_eq!(unfired.sleeps, 1);
+    /// assert_eq!(unfired.callbacks.len(), 2);
+    /// assert_eq!(unfired.callbacks[0].deadline(), first.deadline());
+    /// assert!(first.is_cancelled());
+    /// assert!(timer.is_shut_down());
+    /// assert!(timer.try_schedule(Duration::from_secs(1), || {}).unwrap_err().is_shutdown());
+    /// ```
+    pub fn shutdown(&self) -> Unfired {
+        Unfired::new(self.shared.shut_down())
+    }
+
+    /// Moves a [`manual`](Builder::manual) timer's clock forward by
+    /// `duration`, firing everything due by then, in deadline order, before
+    /// it returns: due sleeps have woken their tasks (which run when their
+    /// executor polls them) and due callbacks have run.
+    ///
+    /// Called from inside one of this timer's callbacks, it moves the clock
+    /// and returns at once; the timer fires what is due as soon as the
+    /// callback returns.
+    ///
+    /// # Panics
+    ///
+    /// Panics if the timer is not manual.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    ///
+    /// let timer = wheel::Timer::builder().manual().build().unwrap();
+    /// let runs = Arc::new(AtomicU32::new(0));
+    /// for secs in 1..=3 {
+    ///     let runs = runs.clone();
+    ///     timer.schedule(Duration::from_secs(secs), move || {
+    ///         runs.fetch_add(1, Ordering::SeqCst);
+    ///     });
+    /// }
+    /// timer.advance(Duration::from_secs(2));
+    /// assert_eq!(runs.load(Ordering::SeqCst), 2);
+    /// ```
+    #[track_caller]
+    pub fn advance(&self, duration: Duration) {
+        self.advance_to(self.deadline_after(duration));
+    }
+
+    /// Moves a [`manual`](Builder::manual) timer's clock to `deadline` (a
+    /// deadline in the past leaves it where it is) and fires everything due;
+    /// see [`advance`](Timer::advance).
+    ///
+    /// # Panics
+    ///
+    /// Panics if the timer is not manual.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let timer = wheel::Timer::builder().manual().build().unwrap();
+    /// let start = timer.now();
+    /// timer.advance_to(start + std::time::Duration::from_secs(1));
+    /// assert_eq!(timer.now() - start, std::time::Duration::from_secs(1));
+    /// ```
+    #[track_caller]
+    pub fn advance_to(&self, deadline: Instant) {
+        self.shared.advance_to(deadline);
+    }
+
+    /// Whether this timer has a [`manual`](Builder::manual) clock.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert!(wheel::Timer::builder().manual().build().unwrap().is_manual());
+    /// ```
+    pub fn is_manual(&self) -> bool {
+        self.shared.is_manual()
     }
 
     /// A snapshot of this timer's counters.
@@ -286,8 +620,9 @@ impl Timer {
         self.shared.slots_per_level()
     }
 
-    /// Whether the timer's runtime has shut down. A shut-down timer fires
-    /// nothing more.
+    /// Whether the timer has shut down ([`shutdown`](Timer::shutdown) was
+    /// called, or its runtime shut down). A shut-down timer fires nothing
+    /// more.
     ///
     /// # Examples
     ///
@@ -305,6 +640,15 @@ impl Timer {
     pub(crate) fn shared(&self) -> &Shared {
         &self.shared
     }
+
+    pub(crate) fn from_shared(shared: Arc<Shared>) -> Timer {
+        Timer { shared }
+    }
+
+    /// `now + duration` on this timer's clock, saturating as `sleep` does.
+    fn deadline_after(&self, duration: Duration) -> Instant {
+        crate::deadline_after(self.now(), duration)
+    }
 }
 
 impl std::fmt::Debug for Timer {
@@ -312,178 +656,8 @@ impl std::fmt::Debug for Timer {
         f.debug_struct("Timer")
             .field("tick", &self.tick())
             .field("slots_per_level", &self.slots_per_level())
+            .field("manual", &self.is_manual())
             .field("shut_down", &self.is_shut_down())
             .finish()
     }
-}
-
-/// Configures and builds a [`Timer`].
-///
-/// Defaults: a 1 ms tick, 64 slots per level, the current runtime.
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() {
-/// // Coarse timer for idle-connection timeouts: 100 ms ticks, 4 levels
-/// // of 64 slots cover ~19 days before an overflow level is needed.
-/// let idle = wheel::Timer::builder()
-///     .tick(Duration::from_millis(100))
-///     .build()
-///     .unwrap();
-/// assert!(wheel::Timer::builder().tick(Duration::ZERO).build().unwrap_err().is_invalid_tick());
-/// # }
-/// ```
-#[derive(Debug, Clone)]
-pub struct Builder {
-    tick: Duration,
-    slots_per_level: usize,
-    runtime: Option<Handle>,
-}
-
-impl Builder {
-    fn new() -> Builder {
-        Builder {
-            tick: crate::DEFAULT_TICK,
-            slots_per_level: 64,
-            runtime: None,
-        }
-    }
-
-    /// The length of one tick: timers fire at most one tick (plus
-    /// scheduling) after their deadline, never before. Must be non-zero.
-    ///
-    /// The alarm waits on tokio's timer, which has 1 ms resolution, so ticks
-    /// under 1 ms bound the rounding but not the wake-up latency.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// let t = wheel::Timer::builder().tick(std::time::Duration::from_millis(5)).build().unwrap();
-    /// assert_eq!(t.tick(), std::time::Duration::from_millis(5));
-    /// # }
-    /// ```
-    pub fn tick(mut self, tick: Duration) -> Builder {
-        self.tick = tick;
-        self
-    }
-
-    /// Slots per level: a power of two from 2 to 4096. More slots mean fewer
-    /// levels and fewer cascades, at 8 bytes per slot per level.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// let t = wheel::Timer::builder().slots_per_level(512).build().unwrap();
-    /// assert_eq!(t.slots_per_level(), 512);
-    /// # }
-    /// ```
-    pub fn slots_per_level(mut self, slots: usize) -> Builder {
-        self.slots_per_level = slots;
-        self
-    }
-
-    /// The runtime to run the timer on, instead of the current one. Lets a
-    /// timer be built outside any runtime.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
-    /// let timer = wheel::Timer::builder().runtime(rt.handle().clone()).build().unwrap();
-    /// rt.block_on(timer.sleep(std::time::Duration::from_millis(1)));
-    /// ```
-    pub fn runtime(mut self, handle: Handle) -> Builder {
-        self.runtime = Some(handle);
-        self
-    }
-
-    /// Builds the timer and starts it on the runtime.
-    ///
-    /// # Errors
-    ///
-    /// A zero tick, a tick over `u64::MAX` nanoseconds, `slots_per_level` not
-    /// a power of two in `2..=4096`, no runtime, or a runtime without timers.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// let err = wheel::Timer::builder().slots_per_level(3).build().unwrap_err();
-    /// assert!(err.is_invalid_slots());
-    /// # }
-    /// ```
-    pub fn build(self) -> Result<Timer, BuildError> {
-        self.build_inner(None)
-    }
-
-    pub(crate) fn build_default(self, runtime: tokio::runtime::Id) -> Result<Timer, BuildError> {
-        self.build_inner(Some(runtime))
-    }
-
-    fn build_inner(self, default_for: Option<tokio::runtime::Id>) -> Result<Timer, BuildError> {
-        if self.tick.is_zero() {
-            return Err(BuildError::zero_tick());
-        }
-        if u64::try_from(self.tick.as_nanos()).is_err() {
-            return Err(BuildError::tick_too_long(self.tick));
-        }
-        let slots = self.slots_per_level;
-        if !slots.is_power_of_two() || !(MIN_SLOTS..=MAX_SLOTS).contains(&slots) {
-            return Err(BuildError::slots(slots));
-        }
-        let handle = match self.runtime {
-            Some(handle) => handle,
-            None => Handle::try_current().map_err(|_| BuildError::no_runtime())?,
-        };
-        let _context = handle.enter();
-        let tick = self.tick;
-        // Tokio panics (inside `sleep_until`) if the runtime has no timers.
-        let shared = catch_unwind(AssertUnwindSafe(|| {
-            Shared::new(
-                handle.clone(),
-                Clock::new(Instant::now(), tick),
-                slots,
-                default_for,
-            )
-        }))
-        .map_err(|_| BuildError::timers_disabled())?;
-        handle.spawn(Sentinel::new(Arc::downgrade(&shared)));
-        Ok(Timer { shared })
-    }
-}
-
-/// A snapshot of a timer's counters, from [`Timer::stats`].
-///
-/// # Examples
-///
-/// ```
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() {
-/// let stats: wheel::Stats = wheel::Timer::current().stats();
-/// println!("{} pending in {} levels", stats.pending, stats.levels);
-/// # }
-/// ```
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Stats {
-    /// Timers registered and waiting for their deadline.
-    pub pending: usize,
-    /// Wheel entries in use: the pending ones plus fired ones whose future
-    /// has not yet been polled or dropped to collect the result.
-    pub entries: usize,
-    /// Levels the wheel has allocated (level 0 always; higher ones on demand).
-    pub levels: usize,
-    /// Timers fired since the timer was built.
-    pub fired: u64,
-    /// Registered timers dropped before they fired.
-    pub cancelled: u64,
 }

@@ -4,23 +4,40 @@
 //! # Who owns what
 //!
 //! A `Timer`, and every `Sleep` registered with it, holds an `Arc<Shared>`.
-//! [`Shared`] owns the wheel, behind one mutex, and one tokio `Sleep` (the
-//! *alarm*) armed for the wheel's next expiration. The wheel stores each
-//! registered `Sleep`'s waker; the `Sleep` owns its entry and frees it when it
-//! completes or is dropped, so dropping a pending `Sleep` leaves nothing
-//! behind.
+//! [`Shared`] owns the wheel, behind one mutex. The wheel stores a [`Job`]
+//! per entry:
+//!
+//! - a `Sleep`'s entry holds its task's waker. The `Sleep` owns the entry and
+//!   frees it when it completes or is dropped, so dropping a pending `Sleep`
+//!   leaves nothing behind.
+//! - a callback's entry holds the closure. The driver owns it: it removes the
+//!   entry when it fires (and runs the closure) or when its `TimerHandle`
+//!   cancels it. While a runtime timer has pending callbacks it holds a
+//!   strong reference to itself (`keep_alive`), so a callback scheduled and
+//!   forgotten still runs after every handle is dropped; the cycle is broken
+//!   when the last callback fires or is cancelled, or at shutdown.
+//!
+//! # Where time comes from
+//!
+//! A runtime timer owns one tokio `Sleep` (the *alarm*) armed for the
+//! wheel's next expiration, and reads `Instant::now()` inside its runtime's
+//! context. A manual timer has no alarm and no runtime: its time is a value
+//! in [`Inner`] that only [`Shared::advance_to`] moves. Everything else, the
+//! runner protocol included, is the same code for both, which is what lets
+//! the loom models (`loom.rs`, on manual timers) check the real thing.
 //!
 //! # There is no driver task
 //!
 //! The alarm's waker *is* the driver: when tokio's time driver fires the
 //! alarm, it calls [`Shared::notify`], which advances the wheel to now, wakes
-//! the due wakers (32 at a time, outside the lock) and re-arms the alarm.
-//! This runs exactly where tokio fires its own timers, inside the runtime's
-//! park step, so tokio's paused clock drives the wheel with tokio's own
-//! semantics: after `tokio::time::advance(d).await` every wheel timer due by
-//! then has already woken its task, just as a `tokio::time::Sleep` would have.
-//! A driver *task* could not promise that, because it would run only after
-//! the task that called `advance` had been polled again.
+//! the due wakers and runs the due callbacks (32 at a time, outside the
+//! lock) and re-arms the alarm. This runs exactly where tokio fires its own
+//! timers, inside the runtime's park step, so tokio's paused clock drives the
+//! wheel with tokio's own semantics: after `tokio::time::advance(d).await`
+//! every wheel timer due by then has already woken its task, just as a
+//! `tokio::time::Sleep` would have. A driver *task* could not promise that,
+//! because it would run only after the task that called `advance` had been
+//! polled again.
 //!
 //! `notify` is also called by a registration whose deadline is earlier than
 //! the tick the alarm is armed for (`wake_at`), so a new earliest timer makes
@@ -30,35 +47,48 @@
 //!
 //! `notify` may be called from any thread, and from inside itself: polling
 //! the alarm can call its waker synchronously (tokio's coop budget, or an
-//! `AtomicWaker` racing a fire). So `notify` never blocks. `run_state` holds
-//! two bits: `RUNNING` (one caller is processing) and `NOTIFIED` (something
-//! happened since it last looked). A caller sets both; if `RUNNING` was
-//! already set it returns, and the runner, whose final
-//! `compare_exchange(RUNNING, 0)` then fails, goes round again. AcqRel on
-//! both sides makes every registration that set `NOTIFIED` visible to the
-//! runner's next pass (and the wheel itself is read under the mutex anyway).
+//! `AtomicWaker` racing a fire), and a callback may schedule or advance. So
+//! `notify` never blocks. `run_state` holds two bits: `RUNNING` (one caller
+//! is processing) and `NOTIFIED` (something happened since it last looked).
+//! A caller sets both; if `RUNNING` was already set it returns, and the
+//! runner, whose final `compare_exchange(RUNNING, 0)` then fails, goes round
+//! again. AcqRel on both sides makes every registration that set `NOTIFIED`
+//! visible to the runner's next pass (and the wheel itself is read under the
+//! mutex anyway). `advance_to` must not return before its time has been
+//! processed, so after notifying it waits for `RUNNING` to clear, unless the
+//! runner is its own thread (a callback advancing the clock), which goes
+//! round again once the callback returns.
 //!
 //! # Locks
 //!
-//! `Shared::inner` guards the wheel, the alarm and the counters. The alarm is
-//! polled with that lock held; that is safe because its waker only touches
-//! `run_state` while a runner exists. Wakers are woken only after the lock is
-//! released, so a woken task that immediately polls its `Sleep` does not
-//! contend with the batch.
+//! `Shared::inner` guards the wheel, the alarm, the manual time, the
+//! counters and every callback's phase. The alarm is polled with that lock
+//! held; that is safe because its waker only touches `run_state` while a
+//! runner exists. Wakers are woken and callbacks run only after the lock is
+//! released, so a woken task that immediately polls its `Sleep`, or a
+//! callback that schedules another, does not deadlock or contend with the
+//! batch. A panicking waker or callback is caught and counted; the driver
+//! carries on with the rest.
 //!
 //! # Shutdown
 //!
-//! When the timer's runtime shuts down, tokio drops every task before it shuts
-//! its time driver down. Each timer spawns a tiny [`Sentinel`] task whose drop
-//! marks the timer shut down (under the lock, so no alarm poll can be in
-//! flight), and wakes every pending `Sleep`, which then panics with a message
-//! saying why rather than hanging. The alarm is never polled after that, so
-//! tokio's own "runtime is shutting down" assertion is never reached.
+//! [`Shared::shut_down`] marks the timer shut down, hands back the pending
+//! callbacks, and wakes every pending `Sleep`, which then panics with a
+//! message saying why rather than hanging (or completing early). New work is
+//! refused. `Timer::shutdown` calls it; so does the runtime: tokio drops
+//! every task before it shuts its time driver down, and each runtime timer
+//! spawns a tiny [`Sentinel`] task whose drop calls it. The alarm is never
+//! polled after that, so tokio's own "runtime is shutting down" assertion is
+//! never reached.
 
 mod clock;
+pub(crate) mod job;
+#[cfg(all(test, loom))]
+mod loom;
 pub(crate) mod registry;
 mod sentinel;
 
+use std::cell::Cell;
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
@@ -67,20 +97,32 @@ use std::task::{Context, Poll, Wake, Waker};
 use tokio::time::Instant;
 
 pub(crate) use clock::Clock;
+use job::{Callback, CallbackState, Fire, Job, CANCELLED, EXPIRED, PENDING};
 pub(crate) use sentinel::Sentinel;
 
-use crate::sync::{Arc, AtomicBool, AtomicU8, Mutex, Ordering, Weak};
+use crate::error::Error;
+use crate::sync::{yield_now, Arc, AtomicBool, AtomicU8, Mutex, Ordering, Weak};
+#[cfg(all(test, loom))]
+use crate::sync::MutexGuard;
 use crate::wheel::{Key, Wheel};
 use crate::Stats;
 
 const RUNNING: u8 = 0b01;
 const NOTIFIED: u8 = 0b10;
-/// Wakers collected before the lock is released to wake them.
-const WAKE_BATCH: usize = 32;
+/// Wakers and callbacks collected before the lock is released to run them.
+const FIRE_BATCH: usize = 32;
 /// "No tick": the alarm is not armed, or nothing is promised.
 const NEVER: u64 = u64::MAX;
 
-/// State shared by a timer's handles, its `Sleep`s and its alarm.
+crate::sync::thread_local! {
+    /// The timer whose runner is on this thread's stack, if any (a raw
+    /// pointer used only for identity), so `advance_to` called from inside a
+    /// callback does not wait for itself.
+    static RUNNER_HERE: Cell<*const Shared> = const { Cell::new(std::ptr::null()) };
+}
+
+/// State shared by a timer's handles, its `Sleep`s, its callbacks' handles
+/// and its alarm.
 pub(crate) struct Shared {
     inner: Mutex<Inner>,
     run_state: AtomicU8,
@@ -88,31 +130,59 @@ pub(crate) struct Shared {
     shut_down: AtomicBool,
     clock: Clock,
     slots_per_level: usize,
+    max_pending: usize,
+    /// `None` for a manual timer.
+    runtime: Option<Runtime>,
+}
+
+/// A runtime timer's link to its runtime.
+struct Runtime {
+    /// The driver reads the clock inside this runtime's context: with
+    /// tokio's paused clock, another runtime's (or the real) clock could be
+    /// ahead of this one, and reading it would fire early.
+    handle: tokio::runtime::Handle,
     /// Set for a runtime's default timer, so shutdown can unregister it.
     default_for: Option<tokio::runtime::Id>,
-    /// The runtime the timer runs on. The driver reads the clock inside its
-    /// context: with tokio's paused clock, another runtime's (or the real)
-    /// clock could be ahead of this one, and reading it would fire early.
-    runtime: tokio::runtime::Handle,
 }
 
 struct Inner {
-    wheel: Wheel<Option<Waker>>,
-    /// The one tokio timer, armed for `alarm_at`.
-    alarm: Pin<Box<tokio::time::Sleep>>,
-    alarm_waker: Waker,
-    /// The tick the alarm is registered with tokio for, or `NEVER`.
+    wheel: Wheel<Job>,
+    time: Time,
+    /// The tick the alarm is armed for, or `NEVER`.
     alarm_at: u64,
     /// The runner will look at the wheel by this tick at the latest; a
     /// registration before it must notify.
     wake_at: u64,
     shut_down: bool,
     sentinel: Option<Waker>,
+    /// Pending callbacks, and the self-reference that keeps a runtime timer
+    /// alive while there are any.
+    callbacks: usize,
+    keep_alive: Option<Arc<Shared>>,
     fired: u64,
     cancelled: u64,
+    panicked: u64,
+}
+
+/// Where a timer's time comes from.
+enum Time {
+    /// Tokio's clock, and the one tokio timer armed for `alarm_at`.
+    Alarm {
+        alarm: Pin<Box<tokio::time::Sleep>>,
+        waker: Waker,
+    },
+    /// A manual clock: only `advance_to` moves it.
+    Manual { now: Instant },
 }
 
 impl Inner {
+    fn now(&self) -> Instant {
+        match self.time {
+            Time::Alarm { .. } => Instant::now(),
+            Time::Manual { now } => now,
+        }
+    }
+
     /// Whether a deadline at `tick` comes before the runner's next look at
     /// the wheel. If so, moves that promise up; the caller must then
     /// `notify` (after releasing the lock) so the alarm is re-armed.
@@ -123,6 +193,44 @@ impl Inner {
         }
         earlier
     }
+
+    /// Refuses new work on a shut-down or full timer.
+    fn admit(&self, max_pending: usize) -> Result<(), Error> {
+        if self.shut_down {
+            Err(Error::shut_down())
+        } else if self.wheel.scheduled() >= max_pending {
+            Err(Error::at_capacity(max_pending))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// One callback fewer: returns the self-reference to drop (outside the
+    /// lock) when it was the last.
+    fn callback_done(&mut self) -> Option<Arc<Shared>> {
+        self.callbacks -= 1;
+        if self.callbacks == 0 {
+            self.keep_alive.take()
+        } else {
+            None
+        }
+    }
+
+    /// Takes what a fired entry must do; a callback's entry leaves the wheel.
+    fn take_fire(&mut self, key: Key) -> (Option<Fire>, Option<Arc<Shared>>) {
+        self.fired += 1;
+        match self.wheel.value_mut(key) {
+            Some(Job::Wake(waker)) => (waker.take().map(Fire::Wake), None),
+            Some(Job::Call(_)) => {
+                let Some(Job::Call(callback)) = self.wheel.remove(key) else {
+                    unreachable!("matched above")
+                };
+                callback.state.set_phase(EXPIRED);
+                (Some(Fire::Call(callback.run)), self.callback_done())
+            }
+            None => unreachable!("pop_expired handed out a vanished key"),
+        }
+    }
 }
 
 /// What registering a deadline led to.
@@ -132,47 +240,84 @@ pub(crate) enum Registration {
     Pending(Key),
     /// The deadline's tick has already been processed: complete now.
     Elapsed,
-    /// The timer has shut down.
-    ShutDown,
+    /// The timer refused it.
+    Refused(Error),
 }
 
-/// Marker error: the timer's runtime has shut down.
-#[derive(Debug)]
-pub(crate) struct ShutDown;
+/// The outcome of [`Shared::shut_down`]: what will never run.
+pub(crate) struct Leftovers {
+    pub(crate) callbacks: Vec<(Instant, Box<dyn FnOnce() + Send>)>,
+    pub(crate) sleeps: usize,
+}
 
 impl Shared {
-    /// Creates the shared state; must run inside `handle`'s context (it
-    /// creates the alarm), and the caller spawns the [`Sentinel`].
+    /// A timer on a runtime; must run inside `handle`'s context (it creates
+    /// the alarm), and the caller spawns the [`Sentinel`].
     pub(crate) fn new(
-        runtime: tokio::runtime::Handle,
+        handle: tokio::runtime::Handle,
         clock: Clock,
         slots_per_level: usize,
+        max_pending: usize,
         default_for: Option<tokio::runtime::Id>,
     ) -> Arc<Shared> {
         Arc::new_cyclic(|weak: &Weak<Shared>| {
-            let alarm_waker = Waker::from(Arc::new(AlarmWaker(weak.clone())));
+            let waker = Waker::from(Arc::new(AlarmWaker(weak.clone())));
             // Never polled until armed; creating it registers nothing.
             let alarm = Box::pin(tokio::time::sleep_until(Instant::now()));
-            Shared {
-                inner: Mutex::new(Inner {
-                    wheel: Wheel::new(slots_per_level),
-                    alarm,
-                    alarm_waker,
-                    alarm_at: NEVER,
-                    wake_at: NEVER,
-                    shut_down: false,
-                    sentinel: None,
-                    fired: 0,
-                    cancelled: 0,
-                }),
-                run_state: AtomicU8::new(0),
-                shut_down: AtomicBool::new(false),
+            let runtime = Runtime {
+                handle,
+                default_for,
+            };
+            Shared::with_time(
+                Time::Alarm { alarm, waker },
                 clock,
                 slots_per_level,
-                default_for,
-                runtime,
-            }
+                max_pending,
+                Some(runtime),
+            )
         })
+    }
+
+    /// A manual timer, whose clock starts at `clock`'s origin.
+    pub(crate) fn new_manual(clock: Clock, slots_per_level: usize, max_pending: usize) -> Shared {
+        let now = clock.instant_at(0).expect("tick 0 is the origin");
+        Shared::with_time(
+            Time::Manual { now },
+            clock,
+            slots_per_level,
+            max_pending,
+            None,
+        )
+    }
+
+    fn with_time(
+        time: Time,
+        clock: Clock,
+        slots_per_level: usize,
+        max_pending: usize,
+        runtime: Option<Runtime>,
+    ) -> Shared {
+        Shared {
+            inner: Mutex::new(Inner {
+                wheel: Wheel::new(slots_per_level),
+                time,
+                alarm_at: NEVER,
+                wake_at: NEVER,
+                shut_down: false,
+                sentinel: None,
+                callbacks: 0,
+                keep_alive: None,
+                fired: 0,
+                cancelled: 0,
+                panicked: 0,
+            }),
+            run_state: AtomicU8::new(0),
+            shut_down: AtomicBool::new(false),
+            clock,
+            slots_per_level,
+            max_pending,
+            runtime,
+        }
     }
 
     pub(crate) fn clock(&self) -> &Clock {
@@ -187,14 +332,28 @@ impl Shared {
         self.shut_down.load(Ordering::Acquire)
     }
 
-    /// Puts a waker in the wheel for `deadline`.
-    pub(crate) fn register(&self, deadline: Instant, waker: &Waker) -> Registration {
+    pub(crate) fn is_manual(&self) -> bool {
+        self.runtime.is_none()
+    }
+
+    /// The timer's current time.
+    pub(crate) fn now(&self) -> Instant {
+        if self.runtime.is_some() {
+            Instant::now()
+        } else {
+            self.inner.lock().now()
+        }
+    }
+
+    /// Puts a `Sleep`'s entry in the wheel for `deadline`, with the waker of
+    /// the task polling it, if any yet.
+    pub(crate) fn register(&self, deadline: Instant, waker: Option<&Waker>) -> Registration {
         let tick = self.clock.deadline_tick(deadline);
         let mut inner = self.inner.lock();
-        if inner.shut_down {
-            return Registration::ShutDown;
+        if let Err(refused) = inner.admit(self.max_pending) {
+            return Registration::Refused(refused);
         }
-        let inserted = inner.wheel.try_insert(tick, Some(waker.clone()));
+        let inserted = inner.wheel.try_insert(tick, Job::Wake(waker.cloned()));
         let notify = inserted.is_ok() && inner.pull_in(tick);
         drop(inner);
         if notify {
@@ -207,14 +366,16 @@ impl Shared {
         }
     }
 
-    /// Checks a registered entry: `Ready` (and frees it) once it has fired,
+    /// Checks a `Sleep`'s entry: `Ready` (and frees it) once it has fired,
     /// otherwise stores `waker` if it differs from the one held.
-    pub(crate) fn poll_entry(&self, key: Key, waker: &Waker) -> Poll<Result<(), ShutDown>> {
+    pub(crate) fn poll_entry(&self, key: Key, waker: &Waker) -> Poll<Result<(), Error>> {
         let mut inner = self.inner.lock();
         match inner.wheel.is_scheduled(key) {
-            Some(true) if inner.shut_down => Poll::Ready(Err(ShutDown)),
+            Some(true) if inner.shut_down => Poll::Ready(Err(Error::shut_down())),
             Some(true) => {
-                let slot = inner.wheel.value_mut(key).expect("checked above");
+                let Some(Job::Wake(slot)) = inner.wheel.value_mut(key) else {
+                    unreachable!("a Sleep's key names a callback")
+                };
                 let old = match slot {
                     Some(held) if held.will_wake(waker) => None,
                     _ => slot.replace(waker.clone()),
@@ -249,7 +410,7 @@ impl Shared {
         drop(value);
     }
 
-    /// Moves a registered entry to `deadline`, fired or not, keeping its
+    /// Moves a `Sleep`'s entry to `deadline`, fired or not, keeping its
     /// waker. If the new deadline's tick is already processed the entry is
     /// fired now and its waker woken.
     pub(crate) fn reset(&self, key: Key, deadline: Instant) {
@@ -264,7 +425,9 @@ impl Shared {
             Some(true) => notify = inner.pull_in(tick),
             Some(false) => {
                 inner.fired += 1;
-                wake = inner.wheel.value_mut(key).and_then(Option::take);
+                if let Some(Job::Wake(waker)) = inner.wheel.value_mut(key) {
+                    wake = waker.take();
+                }
             }
             None => debug_assert!(false, "reset of a vanished entry"),
         }
@@ -273,8 +436,65 @@ impl Shared {
             self.notify();
         }
         if let Some(waker) = wake {
-            wake_contained(waker);
+            self.fire(Fire::Wake(waker));
         }
+    }
+
+    /// Schedules `run` for `deadline`. A deadline whose tick has already
+    /// been processed runs at the next tick: never early, never inline on
+    /// the caller's stack.
+    pub(crate) fn schedule(
+        self: &Arc<Self>,
+        deadline: Instant,
+        run: Box<dyn FnOnce() + Send>,
+    ) -> Result<(Key, Arc<CallbackState>), Error> {
+        let state = Arc::new(CallbackState::new(deadline));
+        let job = Job::Call(Callback {
+            run,
+            state: state.clone(),
+        });
+        let mut inner = self.inner.lock();
+        if let Err(refused) = inner.admit(self.max_pending) {
+            drop(inner);
+            drop(job);
+            return Err(refused);
+        }
+        let tick = self
+            .clock
+            .deadline_tick(deadline)
+            .max(inner.wheel.elapsed().saturating_add(1));
+        let Ok(key) = inner.wheel.try_insert(tick, job) else {
+            unreachable!("the tick is after elapsed")
+        };
+        inner.callbacks += 1;
+        if self.runtime.is_some() && inner.keep_alive.is_none() {
+            inner.keep_alive = Some(self.clone());
+        }
+        let notify = inner.pull_in(tick);
+        drop(inner);
+        if notify {
+            self.notify();
+        }
+        Ok((key, state))
+    }
+
+    /// Cancels a pending callback; `true` if that stopped it from running.
+    pub(crate) fn cancel_callback(&self, key: Key, state: &CallbackState) -> bool {
+        let mut inner = self.inner.lock();
+        // Phases change only under this lock: fired, cancelled or handed
+        // back by a shutdown means there is nothing left to stop.
+        if state.phase() != PENDING {
+            return false;
+        }
+        state.set_phase(CANCELLED);
+        let job = inner.wheel.remove(key);
+        debug_assert!(matches!(job, Some(Job::Call(_))));
+        inner.cancelled += 1;
+        let keep_alive = inner.callback_done();
+        drop(inner);
+        drop(job);
+        drop(keep_alive);
+        true
     }
 
     pub(crate) fn stats(&self) -> Stats {
@@ -283,12 +503,45 @@ impl Shared {
             pending: inner.wheel.scheduled(),
             entries: inner.wheel.len(),
             levels: inner.wheel.levels(),
+            callbacks: inner.callbacks,
             fired: inner.fired,
             cancelled: inner.cancelled,
+            panicked: inner.panicked,
         }
     }
 
-    /// Advances the wheel to now, wakes what is due and re-arms the alarm;
+    /// Moves a manual timer's clock to `target` (never backwards) and fires
+    /// everything due by then before returning.
+    ///
+    /// # Panics
+    ///
+    /// Panics on a runtime timer.
+    #[track_caller]
+    pub(crate) fn advance_to(&self, target: Instant) {
+        let mut inner = self.inner.lock();
+        let Time::Manual { now } = &mut inner.time else {
+            drop(inner);
+            panic!(
+                "wheel: advance needs a manual timer (Timer::builder().manual()); \
+                 this one follows its runtime's clock"
+            );
+        };
+        *now = (*now).max(target);
+        drop(inner);
+        self.notify();
+        if RUNNER_HERE.with(|runner| std::ptr::eq(runner.get(), self)) {
+            // A callback is advancing the clock: this thread's runner saw
+            // `NOTIFIED` and goes round again when the callback returns.
+            return;
+        }
+        // Another thread's runner saw `NOTIFIED`: it processes the new time
+        // before it clears `RUNNING`.
+        while self.run_state.load(Ordering::Acquire) & RUNNING != 0 {
+            yield_now();
+        }
+    }
+
+    /// Advances the wheel to now, fires what is due and re-arms the alarm;
     /// see "The runner state" above. Never blocks on another runner.
     pub(crate) fn notify(&self) {
         if self
@@ -299,14 +552,28 @@ impl Shared {
         {
             return;
         }
-        // Clears `run_state` if `process` unwinds, so the timer is not wedged.
-        struct Running<'a>(&'a AtomicU8);
+        // Restores this thread's runner mark, and clears `run_state` if
+        // `process` unwinds, so the timer is not wedged.
+        struct Running<'a> {
+            state: &'a AtomicU8,
+            outer: *const Shared,
+            finished: bool,
+        }
         impl Drop for Running<'_> {
             fn drop(&mut self) {
-                self.0.store(0, Ordering::Release);
+                let outer = self.outer;
+                RUNNER_HERE.with(|runner| runner.set(outer));
+                if !self.finished {
+                    self.state.store(0, Ordering::Release);
+                }
             }
         }
-        let guard = Running(&self.run_state);
+        let outer = RUNNER_HERE.with(|runner| runner.replace(self));
+        let mut running = Running {
+            state: &self.run_state,
+            outer,
+            finished: false,
+        };
         loop {
             self.run_state.fetch_and(!NOTIFIED, Ordering::AcqRel);
             self.process();
@@ -315,29 +582,29 @@ impl Shared {
                 .compare_exchange(RUNNING, 0, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
             {
-                std::mem::forget(guard);
+                running.finished = true;
                 return;
             }
         }
     }
 
     fn process(&self) {
-        let _clock_of_this_runtime = self.runtime.enter();
-        let mut batch: Vec<Waker> = Vec::new();
-        let mut now = self.clock.now_tick(Instant::now());
+        let _clock_of_this_runtime = self.runtime.as_ref().map(|rt| rt.handle.enter());
+        let mut batch: Vec<Fire> = Vec::new();
+        let mut release = Vec::new();
         let mut inner = self.inner.lock();
+        let mut now = self.clock.now_tick(inner.now());
         loop {
             if inner.shut_down {
                 break;
             }
             while let Some(key) = inner.wheel.pop_expired(now) {
-                inner.fired += 1;
-                if let Some(waker) = inner.wheel.value_mut(key).and_then(Option::take) {
-                    batch.push(waker);
-                }
-                if batch.len() == WAKE_BATCH {
+                let (fire, keep_alive) = inner.take_fire(key);
+                batch.extend(fire);
+                release.extend(keep_alive);
+                if batch.len() == FIRE_BATCH {
                     drop(inner);
-                    batch.drain(..).for_each(wake_contained);
+                    batch.drain(..).for_each(|fire| self.fire(fire));
                     inner = self.inner.lock();
                 }
             }
@@ -355,12 +622,14 @@ impl Shared {
                         break;
                     }
                     // Already due (the clock moved on while we worked).
-                    now = self.clock.now_tick(Instant::now());
+                    now = self.clock.now_tick(inner.now());
                 }
             }
         }
         drop(inner);
-        batch.into_iter().for_each(wake_contained);
+        batch.into_iter().for_each(|fire| self.fire(fire));
+        // The caller holds its own reference, so this is never the last.
+        drop(release);
     }
 
     /// Arms the alarm for `tick`; `Ready` if that moment has already come.
@@ -370,38 +639,93 @@ impl Shared {
             // the wheel move past it.
             return Poll::Pending;
         }
-        let Some(when) = self.clock.instant_at(tick) else {
-            // Beyond what `Instant` can express: it never comes.
-            inner.alarm_at = NEVER;
-            return Poll::Pending;
+        let polled = match &mut inner.time {
+            Time::Manual { now } => {
+                if tick <= self.clock.now_tick(*now) {
+                    Poll::Ready(())
+                } else {
+                    Poll::Pending
+                }
+            }
+            Time::Alarm { alarm, waker } => {
+                let Some(when) = self.clock.instant_at(tick) else {
+                    // Beyond what `Instant` can express: it never comes.
+                    inner.alarm_at = NEVER;
+                    return Poll::Pending;
+                };
+                alarm.as_mut().reset(when);
+                let mut cx = Context::from_waker(waker);
+                // Unconstrained: the caller may be a task that has spent its
+                // coop budget, and a budget refusal would not register it.
+                Pin::new(&mut tokio::task::unconstrained(alarm.as_mut())).poll(&mut cx)
+            }
         };
-        let Inner {
-            alarm, alarm_waker, ..
-        } = inner;
-        alarm.as_mut().reset(when);
-        let mut cx = Context::from_waker(alarm_waker);
-        // Unconstrained: the caller may be a task that has spent its coop
-        // budget, and a budget refusal would not register the alarm.
-        let polled = Pin::new(&mut tokio::task::unconstrained(alarm.as_mut())).poll(&mut cx);
         inner.alarm_at = if polled.is_ready() { NEVER } else { tick };
         polled
     }
 
-    /// Marks the timer shut down and wakes every pending `Sleep` so that it
-    /// observes it. Called when the runtime drops the sentinel.
-    pub(crate) fn shut_down(&self) {
+    /// Wakes a waker or runs a callback, containing a panic so one bad
+    /// waker or callback cannot stop the driver from serving everyone else.
+    fn fire(&self, fire: Fire) {
+        let panicked = match fire {
+            Fire::Wake(waker) => catch_unwind(AssertUnwindSafe(|| waker.wake())).is_err(),
+            Fire::Call(run) => catch_unwind(AssertUnwindSafe(run)).is_err(),
+        };
+        if panicked {
+            self.inner.lock().panicked += 1;
+        }
+    }
+
+    /// Marks the timer shut down, wakes every pending `Sleep` so that it
+    /// observes it, and hands back the callbacks that never ran. Called by
+    /// `Timer::shutdown` and when the runtime drops the sentinel; a second
+    /// call finds nothing left.
+    pub(crate) fn shut_down(&self) -> Leftovers {
+        let mut leftovers = Leftovers {
+            callbacks: Vec::new(),
+            sleeps: 0,
+        };
         let mut inner = self.inner.lock();
         if inner.shut_down {
-            return;
+            return leftovers;
         }
         inner.shut_down = true;
         self.shut_down.store(true, Ordering::Release);
-        let wakers = inner.wheel.take_scheduled_values();
-        drop(inner);
-        if let Some(id) = self.default_for {
-            registry::forget(id, self);
+        let mut wakers = Vec::new();
+        for job in inner.wheel.take_scheduled_values() {
+            match job {
+                Job::Wake(waker) => {
+                    leftovers.sleeps += 1;
+                    wakers.extend(waker);
+                }
+                Job::Call(callback) => {
+                    callback.state.set_phase(CANCELLED);
+                    leftovers
+                        .callbacks
+                        .push((callback.state.deadline(), callback.run));
+                }
+            }
         }
-        wakers.into_iter().flatten().for_each(wake_contained);
+        // Deadline order, as they would have run.
+        leftovers.callbacks.sort_by_key(|(deadline, _)| *deadline);
+        inner.callbacks = 0;
+        let keep_alive = inner.keep_alive.take();
+        let sentinel = inner.sentinel.take();
+        drop(inner);
+        if let Some(Runtime {
+            default_for: Some(id),
+            ..
+        }) = &self.runtime
+        {
+            registry::forget(*id, self);
+        }
+        wakers.into_iter().for_each(|waker| self.fire(Fire::Wake(waker)));
+        // Let the sentinel task finish: it has nothing left to watch.
+        if let Some(sentinel) = sentinel {
+            sentinel.wake();
+        }
+        drop(keep_alive);
+        leftovers
     }
 
     /// Stores the sentinel's waker; `false` if the timer has already shut down.
@@ -415,6 +739,11 @@ impl Shared {
             _ => inner.sentinel = Some(waker.clone()),
         }
         true
+    }
+
+    #[cfg(all(test, loom))]
+    fn inner(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock()
     }
 }
 
@@ -432,6 +761,7 @@ impl std::fmt::Debug for Shared {
         f.debug_struct("Shared")
             .field("tick", &self.clock.tick())
             .field("slots_per_level", &self.slots_per_level)
+            .field("manual", &self.is_manual())
             .field("shut_down", &self.is_shut_down())
             .finish_non_exhaustive()
     }
@@ -451,10 +781,4 @@ impl Wake for AlarmWaker {
             shared.notify();
         }
     }
-}
-
-/// Wakes `waker`, containing a panic so one bad waker cannot stop the driver
-/// from serving every other timer.
-fn wake_contained(waker: Waker) {
-    let _ = catch_unwind(AssertUnwindSafe(|| waker.wake()));
 }

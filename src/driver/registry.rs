@@ -10,15 +10,21 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use tokio::runtime::{Handle, Id};
 
 use super::Shared;
 use crate::error::BuildError;
-use crate::sync::Mutex;
 use crate::Timer;
 
+/// A plain std mutex even under `cfg(loom)`: the registry belongs to runtime
+/// timers, which the loom models do not use, and loom has no `static` mutex.
 static REGISTRY: Mutex<Option<HashMap<Id, Timer>>> = Mutex::new(None);
+
+fn registry() -> MutexGuard<'static, Option<HashMap<Id, Timer>>> {
+    REGISTRY.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
 thread_local! {
     static CACHE: RefCell<Option<(Id, Timer)>> = const { RefCell::new(None) };
@@ -47,7 +53,7 @@ pub(crate) fn current() -> Result<Timer, BuildError> {
             // and a runtime that is shutting down drops it on the spot, which
             // calls `forget`, which takes the lock.
             let built = Timer::builder().runtime(handle).build_default(id)?;
-            let mut registry = REGISTRY.lock();
+            let mut registry = registry();
             let map = registry.get_or_insert_with(HashMap::new);
             match map.get(&id) {
                 // Another thread won the race; ours is dropped (outside the lock).
@@ -71,7 +77,7 @@ pub(crate) fn current() -> Result<Timer, BuildError> {
 }
 
 fn lookup(id: Id) -> Option<Timer> {
-    let registry = REGISTRY.lock();
+    let registry = registry();
     let timer = registry.as_ref()?.get(&id)?;
     (!timer.shared().is_shut_down()).then(|| timer.clone())
 }
@@ -79,7 +85,7 @@ fn lookup(id: Id) -> Option<Timer> {
 /// Unregisters `shared` as the default timer of runtime `id`.
 pub(super) fn forget(id: Id, shared: &Shared) {
     let removed = {
-        let mut registry = REGISTRY.lock();
+        let mut registry = registry();
         let map = registry.get_or_insert_with(HashMap::new);
         match map.get(&id) {
             Some(timer) if std::ptr::eq(timer.shared(), shared) => map.remove(&id),

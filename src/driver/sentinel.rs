@@ -37,7 +37,7 @@ impl Future for Sentinel {
 impl Drop for Sentinel {
     fn drop(&mut self) {
         if let Some(shared) = self.shared.upgrade() {
-            shared.shut_down();
+            drop(shared.shut_down());
         }
     }
 }

@@ -109,7 +109,6 @@ impl<T> Wheel<T> {
     }
 
     /// The last tick processed. Deadlines at or before it are already due.
-    #[cfg(test)]
     pub(crate) fn elapsed(&self) -> u64 {
         self.elapsed
     }

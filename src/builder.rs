@@ -1,0 +1,239 @@
+//! [`Builder`]: configures and builds a [`Timer`].
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::Duration;
+
+use tokio::runtime::Handle;
+use tokio::time::Instant;
+
+use crate::driver::{Clock, Sentinel, Shared};
+use crate::error::BuildError;
+use crate::sync::Arc;
+use crate::wheel::{MAX_SLOTS, MIN_SLOTS};
+use crate::Timer;
+
+/// Configures and builds a [`Timer`].
+///
+/// Defaults: a 1 ms tick, 64 slots per level, no limit on pending timers,
+/// the current runtime.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// // Coarse timer for idle-connection timeouts: 100 ms ticks, 4 levels
+/// // of 64 slots cover ~19 days before an overflow level is needed.
+/// let idle = wheel::Timer::builder()
+///     .tick(Duration::from_millis(100))
+///     .build()
+///     .unwrap();
+/// assert!(wheel::Timer::builder().tick(Duration::ZERO).build().unwrap_err().is_invalid_tick());
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Builder {
+    tick: Duration,
+    slots_per_level: usize,
+    max_pending: usize,
+    clock: ClockSource,
+}
+
+#[derive(Debug, Clone)]
+enum ClockSource {
+    /// The current runtime's clock, or this runtime's.
+    Runtime(Option<Handle>),
+    Manual,
+}
+
+impl Builder {
+    pub(crate) fn new() -> Builder {
+        Builder {
+            tick: crate::DEFAULT_TICK,
+            slots_per_level: 64,
+            max_pending: usize::MAX,
+            clock: ClockSource::Runtime(None),
+        }
+    }
+
+    /// The length of one tick: timers fire at most one tick (plus
+    /// scheduling) after their deadline, never before. Must be non-zero.
+    ///
+    /// The alarm waits on tokio's timer, which has 1 ms resolution, so ticks
+    /// under 1 ms bound the rounding but not the wake-up latency.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let t = wheel::Timer::builder().tick(std::time::Duration::from_millis(5)).build().unwrap();
+    /// assert_eq!(t.tick(), std::time::Duration::from_millis(5));
+    /// # }
+    /// ```
+    pub fn tick(mut self, tick: Duration) -> Builder {
+        self.tick = tick;
+        self
+    }
+
+    /// Slots per level: a power of two from 2 to 4096. More slots mean fewer
+    /// levels and fewer cascades, at 8 bytes per slot per level.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let t = wheel::Timer::builder().slots_per_level(512).build().unwrap();
+    /// assert_eq!(t.slots_per_level(), 512);
+    /// # }
+    /// ```
+    pub fn slots_per_level(mut self, slots: usize) -> Builder {
+        self.slots_per_level = slots;
+        self
+    }
+
+    /// The runtime to run the timer on, instead of the current one. Lets a
+    /// timer be built outside any runtime.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    /// let timer = wheel::Timer::builder().runtime(rt.handle().clone()).build().unwrap();
+    /// rt.block_on(timer.sleep(std::time::Duration::from_millis(1)));
+    /// ```
+    pub fn runtime(mut self, handle: Handle) -> Builder {
+        self.clock = ClockSource::Runtime(Some(handle));
+        self
+    }
+
+    /// At most `max` timers pending at once (sleeps registered and not yet
+    /// fired, plus callbacks scheduled and not yet run). Past it, the
+    /// fallible constructors ([`Timer::try_sleep`], [`Timer::try_schedule`],
+    /// ...) return an [`Error`](crate::error::Error) for which
+    /// [`is_at_capacity`](crate::error::Error::is_at_capacity) is true, and
+    /// the infallible ones panic (a [`Sleep`](crate::Sleep) when first
+    /// polled). Unlimited by default. Resetting a timer that already has an
+    /// entry never counts against the limit.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let timer = wheel::Timer::builder().max_pending(2).build().unwrap();
+    /// let a = timer.try_schedule(Duration::from_secs(1), || {}).unwrap();
+    /// let _b = timer.try_sleep(Duration::from_secs(1)).unwrap();
+    /// assert!(timer.try_schedule(Duration::from_secs(1), || {}).unwrap_err().is_at_capacity());
+    /// a.cancel();
+    /// assert!(timer.try_schedule(Duration::from_secs(1), || {}).is_ok());
+    /// # }
+    /// ```
+    pub fn max_pending(mut self, max: usize) -> Builder {
+        self.max_pending = max;
+        self
+    }
+
+    /// A manual clock: the timer needs no runtime, and its time moves only
+    /// when [`Timer::advance`] or [`Timer::advance_to`] is called, which fire
+    /// everything due before they return. It starts at `Instant::now()`.
+    ///
+    /// Use it to test code that takes a `Timer` (inject one), on any runtime
+    /// flavor or none: tokio's paused clock works only on a current-thread
+    /// runtime, and it jumps ahead on its own whenever the runtime is idle
+    /// (auto-advance), while a manual clock never moves by itself. When the
+    /// code under test uses the free functions (`wheel::sleep`, ...) and a
+    /// current-thread runtime, `#[tokio::test(start_paused = true)]` is
+    /// enough.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tokio_test::{assert_pending, assert_ready, task};
+    ///
+    /// // No runtime at all.
+    /// let timer = wheel::Timer::builder().manual().build().unwrap();
+    /// let mut sleep = task::spawn(timer.sleep(Duration::from_secs(5)));
+    /// assert_pending!(sleep.poll());
+    /// timer.advance(Duration::from_secs(4));
+    /// assert!(!sleep.is_woken());
+    /// timer.advance(Duration::from_secs(1));
+    /// assert!(sleep.is_woken());
+    /// assert_ready!(sleep.poll());
+    /// ```
+    pub fn manual(mut self) -> Builder {
+        self.clock = ClockSource::Manual;
+        self
+    }
+
+    /// Builds the timer and starts it on the runtime.
+    ///
+    /// # Errors
+    ///
+    /// A zero tick, a tick over `u64::MAX` nanoseconds, `slots_per_level` not
+    /// a power of two in `2..=4096`, or (unless the timer is
+    /// [`manual`](Builder::manual)) no runtime, or a runtime without timers.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let err = wheel::Timer::builder().slots_per_level(3).build().unwrap_err();
+    /// assert!(err.is_invalid_slots());
+    /// # }
+    /// ```
+    pub fn build(self) -> Result<Timer, BuildError> {
+        self.build_inner(None)
+    }
+
+    pub(crate) fn build_default(self, runtime: tokio::runtime::Id) -> Result<Timer, BuildError> {
+        self.build_inner(Some(runtime))
+    }
+
+    fn build_inner(self, default_for: Option<tokio::runtime::Id>) -> Result<Timer, BuildError> {
+        if self.tick.is_zero() {
+            return Err(BuildError::zero_tick());
+        }
+        if u64::try_from(self.tick.as_nanos()).is_err() {
+            return Err(BuildError::tick_too_long(self.tick));
+        }
+        let slots = self.slots_per_level;
+        if !slots.is_power_of_two() || !(MIN_SLOTS..=MAX_SLOTS).contains(&slots) {
+            return Err(BuildError::slots(slots));
+        }
+        let handle = match self.clock {
+            ClockSource::Manual => {
+                let clock = Clock::new(Instant::now(), self.tick);
+                let shared = Shared::new_manual(clock, slots, self.max_pending);
+                return Ok(Timer::from_shared(Arc::new(shared)));
+            }
+            ClockSource::Runtime(Some(handle)) => handle,
+            ClockSource::Runtime(None) => {
+                Handle::try_current().map_err(|_| BuildError::no_runtime())?
+            }
+        };
+        let _context = handle.enter();
+        let tick = self.tick;
+        let max_pending = self.max_pending;
+        // Tokio panics (inside `sleep_until`) if the runtime has no timers.
+        let shared = catch_unwind(AssertUnwindSafe(|| {
+            Shared::new(
+                handle.clone(),
+                Clock::new(Instant::now(), tick),
+                slots,
+                max_pending,
+                default_for,
+            )
+        }))
+        .map_err(|_| BuildError::timers_disabled())?;
+        handle.spawn(Sentinel::new(Arc::downgrade(&shared)));
+        Ok(Timer::from_shared(shared))
+    }
+}

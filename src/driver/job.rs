@@ -1,0 +1,84 @@
+//! What a wheel entry does when it fires: wake a `Sleep`'s task, or run a
+//! callback.
+
+use std::task::Waker;
+
+use tokio::time::Instant;
+
+use crate::sync::{Arc, AtomicU8, Ordering};
+
+/// The value the driver stores in each wheel entry.
+pub(crate) enum Job {
+    /// A `Sleep`'s entry, owned by the `Sleep`: it holds the waker of the
+    /// task polling it (`None` before the first poll, or once woken), and
+    /// stays in the wheel after firing until the `Sleep` collects it.
+    Wake(Option<Waker>),
+    /// A callback timer's entry, owned by the driver: removed from the wheel
+    /// when it fires or is cancelled.
+    Call(Callback),
+}
+
+impl Default for Job {
+    fn default() -> Job {
+        Job::Wake(None)
+    }
+}
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Job::Wake(waker) => f.debug_tuple("Wake").field(waker).finish(),
+            Job::Call(callback) => f.debug_tuple("Call").field(&callback.state).finish(),
+        }
+    }
+}
+
+/// A scheduled callback: the closure and the state its handle reads.
+pub(crate) struct Callback {
+    pub(crate) run: Box<dyn FnOnce() + Send>,
+    pub(crate) state: Arc<CallbackState>,
+}
+
+/// What a `TimerHandle` sees of its callback. `phase` changes only under the
+/// driver's lock, so the driver's fire and the handle's cancel cannot both
+/// win; it is read without the lock.
+#[derive(Debug)]
+pub(crate) struct CallbackState {
+    phase: AtomicU8,
+    deadline: Instant,
+}
+
+/// The callback phases.
+pub(crate) const PENDING: u8 = 0;
+/// The driver has taken the callback to run it (it may still be running).
+pub(crate) const EXPIRED: u8 = 1;
+/// Cancelled by its handle, or dropped (or handed back) by a shutdown.
+pub(crate) const CANCELLED: u8 = 2;
+
+impl CallbackState {
+    pub(crate) fn new(deadline: Instant) -> CallbackState {
+        CallbackState {
+            phase: AtomicU8::new(PENDING),
+            deadline,
+        }
+    }
+
+    pub(crate) fn phase(&self) -> u8 {
+        self.phase.load(Ordering::Acquire)
+    }
+
+    /// Call with the driver's lock held.
+    pub(crate) fn set_phase(&self, phase: u8) {
+        self.phase.store(phase, Ordering::Release);
+    }
+
+    pub(crate) fn deadline(&self) -> Instant {
+        self.deadline
+    }
+}
+
+/// Work taken out of the wheel under the lock, done after releasing it.
+pub(crate) enum Fire {
+    Wake(Waker),
+    Call(Box<dyn FnOnce() + Send>),
+}
