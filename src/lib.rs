@@ -55,9 +55,9 @@
 #![deny(missing_docs)]
 #![warn(missing_debug_implementations, rust_2018_idioms, unreachable_pub)]
 
+mod builder;
 mod driver;
 pub mod error;
-mod builder;
 mod handle;
 mod interval;
 mod sleep;
@@ -68,20 +68,20 @@ mod timer;
 mod unfired;
 mod wheel;
 
+pub use builder::Builder;
+pub use handle::TimerHandle;
 pub use interval::{interval, interval_at, Interval, MissedTickBehavior};
 pub use sleep::{sleep, sleep_until, Sleep};
+pub use stats::Stats;
 /// `std::time::Duration`, re-exported as `tokio::time` does, so that
 /// `use tokio::time::{sleep, Duration}` becomes `use wheel::{sleep, Duration}`.
 pub use std::time::Duration;
 pub use timeout::{timeout, timeout_at, Timeout};
-pub use builder::Builder;
-pub use handle::TimerHandle;
-pub use stats::Stats;
 pub use timer::Timer;
-pub use unfired::{Unfired, UnfiredCallback};
 /// A measurement of a monotonic clock: `tokio::time::Instant`, re-exported so
 /// that tokio's paused clock applies to both crates.
 pub use tokio::time::Instant;
+pub use unfired::{Unfired, UnfiredCallback};
 
 /// The default timer's tick, and [`Builder`]'s default.
 const DEFAULT_TICK: Duration = Duration::from_millis(1);

@@ -25,11 +25,6 @@ use loom::sync::{Mutex as Inner, MutexGuard as InnerGuard};
 #[cfg(loom)]
 use std::sync::PoisonError;
 
-#[cfg(loom)]
-pub(crate) use loom::thread_local;
-#[cfg(not(loom))]
-pub(crate) use std::thread_local;
-
 /// The guard [`Mutex::lock`] returns.
 pub(crate) type MutexGuard<'a, T> = InnerGuard<'a, T>;
 

@@ -101,9 +101,9 @@ use job::{Callback, CallbackState, Fire, Job, CANCELLED, EXPIRED, PENDING};
 pub(crate) use sentinel::Sentinel;
 
 use crate::error::Error;
-use crate::sync::{yield_now, Arc, AtomicBool, AtomicU8, Mutex, Ordering, Weak};
 #[cfg(all(test, loom))]
 use crate::sync::MutexGuard;
+use crate::sync::{yield_now, Arc, AtomicBool, AtomicU8, Mutex, Ordering, Weak};
 use crate::wheel::{Key, Wheel};
 use crate::Stats;
 
@@ -114,11 +114,17 @@ const FIRE_BATCH: usize = 32;
 /// "No tick": the alarm is not armed, or nothing is promised.
 const NEVER: u64 = u64::MAX;
 
-crate::sync::thread_local! {
-    /// The timer whose runner is on this thread's stack, if any (a raw
-    /// pointer used only for identity), so `advance_to` called from inside a
-    /// callback does not wait for itself.
+// The timer whose runner is on this thread's stack, if any (a raw pointer
+// used only for identity), so `advance_to` called from inside a callback does
+// not wait for itself. Loom's own thread-local under loom, whose threads are
+// not OS threads.
+#[cfg(not(loom))]
+std::thread_local! {
     static RUNNER_HERE: Cell<*const Shared> = const { Cell::new(std::ptr::null()) };
+}
+#[cfg(loom)]
+::loom::thread_local! {
+    static RUNNER_HERE: Cell<*const Shared> = Cell::new(std::ptr::null());
 }
 
 /// State shared by a timer's handles, its `Sleep`s, its callbacks' handles
@@ -719,7 +725,9 @@ impl Shared {
         {
             registry::forget(*id, self);
         }
-        wakers.into_iter().for_each(|waker| self.fire(Fire::Wake(waker)));
+        wakers
+            .into_iter()
+            .for_each(|waker| self.fire(Fire::Wake(waker)));
         // Let the sentinel task finish: it has nothing left to watch.
         if let Some(sentinel) = sentinel {
             sentinel.wake();

@@ -1,0 +1,251 @@
+//! Loom models of the driver's races, run by
+//! `RUSTFLAGS="--cfg loom" cargo test --release --lib loom`.
+//!
+//! Under `cfg(loom)` the driver's mutex, atomics and thread-local come from
+//! loom (see `crate::sync`), so each model explores every interleaving of
+//! the real `register`/`cancel`/`reset`/`notify`/`process`/`shut_down`
+//! code. The models use manual timers, which share the runner protocol with
+//! runtime timers but need no tokio runtime (loom cannot run one): the
+//! "alarm" is the `alarm_at`/`wake_at` bookkeeping the runtime alarm follows.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+
+use loom::sync::atomic::{AtomicBool, AtomicUsize};
+use loom::thread;
+
+use crate::sync::{Arc, Ordering};
+use crate::{Instant, Sleep, Timer};
+
+/// A waker that counts its wakes.
+struct Flag(AtomicUsize);
+
+impl Wake for Flag {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+fn flag() -> (Arc<Flag>, Waker) {
+    let flag = Arc::new(Flag(AtomicUsize::new(0)));
+    (flag.clone(), Waker::from(flag))
+}
+
+fn woken(flag: &Flag) -> bool {
+    flag.0.load(Ordering::SeqCst) > 0
+}
+
+fn poll(sleep: &mut Sleep, waker: &Waker) -> Poll<()> {
+    Pin::new(sleep).poll(&mut Context::from_waker(waker))
+}
+
+/// A manual timer with a tiny wheel (4 slots), and its start.
+fn manual() -> (Timer, Instant) {
+    let timer = Timer::builder()
+        .manual()
+        .slots_per_level(4)
+        .build()
+        .expect("valid geometry");
+    let start = timer.now();
+    (timer, start)
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn assert_empty(timer: &Timer) {
+    let stats = timer.stats();
+    assert_eq!((stats.pending, stats.entries), (0, 0), "{stats:?}");
+}
+
+/// Once every thread is done, the driver is armed for the wheel's next
+/// expiration (the earliest deadline, or the cascade before it), which is no
+/// later than `earliest`.
+fn assert_armed_for_earliest(timer: &Timer, earliest: Instant) {
+    let earliest = timer.shared().clock().deadline_tick(earliest);
+    let inner = timer.shared().inner();
+    let (next, wake_at, alarm_at) = (inner.wheel.next_expiration(), inner.wake_at, inner.alarm_at);
+    drop(inner);
+    assert_eq!(Some(wake_at), next, "the runner promised the wrong wake-up");
+    assert_eq!(alarm_at, wake_at, "the alarm is armed for another tick");
+    assert!(
+        wake_at <= earliest,
+        "armed for {wake_at}, after the earliest deadline {earliest}"
+    );
+}
+
+/// A `Sleep` registers while another thread advances past its deadline:
+/// either the first poll sees the deadline passed, or the advance wakes it.
+#[test]
+fn loom_register_vs_advance() {
+    loom::model(|| {
+        let (timer, start) = manual();
+        let mut sleep = timer.sleep_until(start + ms(10));
+        let advancer = timer.clone();
+        let advance = thread::spawn(move || advancer.advance_to(start + ms(10)));
+
+        let (flag, waker) = flag();
+        let first = poll(&mut sleep, &waker);
+        advance.join().unwrap();
+
+        if first.is_pending() {
+            assert!(woken(&flag), "the advance lost the registration's wake-up");
+        }
+        assert!(poll(&mut sleep, &waker).is_ready());
+        assert_empty(&timer);
+    });
+}
+
+/// Dropping a registered `Sleep` while the driver fires it: the entry is
+/// freed exactly once, counted as fired or cancelled, never both.
+#[test]
+fn loom_cancel_vs_fire() {
+    loom::model(|| {
+        let (timer, start) = manual();
+        let mut sleep = timer.sleep_until(start + ms(10));
+        let (_flag, waker) = flag();
+        assert!(poll(&mut sleep, &waker).is_pending());
+
+        let advancer = timer.clone();
+        let advance = thread::spawn(move || advancer.advance_to(start + ms(10)));
+        drop(sleep);
+        advance.join().unwrap();
+
+        let stats = timer.stats();
+        assert_eq!(stats.fired + stats.cancelled, 1, "{stats:?}");
+        assert_empty(&timer);
+    });
+}
+
+/// Resetting a `Sleep` to a later deadline while the driver fires the old
+/// one: it must not complete before the new deadline, and must complete
+/// (and wake) at it.
+#[test]
+fn loom_reset_vs_fire() {
+    loom::model(|| {
+        let (timer, start) = manual();
+        let mut sleep = timer.sleep_until(start + ms(10));
+        let (flag, waker) = flag();
+        assert!(poll(&mut sleep, &waker).is_pending());
+
+        let advancer = timer.clone();
+        let advance = thread::spawn(move || advancer.advance_to(start + ms(10)));
+        Pin::new(&mut sleep).reset(start + ms(20));
+        advance.join().unwrap();
+
+        assert!(
+            poll(&mut sleep, &waker).is_pending(),
+            "completed before its new deadline"
+        );
+        let before = flag.0.load(Ordering::SeqCst);
+        timer.advance_to(start + ms(20));
+        assert!(
+            flag.0.load(Ordering::SeqCst) > before,
+            "reset lost the wake-up"
+        );
+        assert!(poll(&mut sleep, &waker).is_ready());
+        assert_empty(&timer);
+    });
+}
+
+/// A registration earlier than the driver's promised wake-up, racing a
+/// runner that is processing: when everything settles, the driver is armed
+/// for the earliest deadline, not the later one it was armed for.
+#[test]
+fn loom_earlier_registration_reschedules() {
+    loom::model(|| {
+        let (timer, start) = manual();
+        let mut late = timer.sleep_until(start + ms(30));
+        let (_flag, waker) = flag();
+        assert!(poll(&mut late, &waker).is_pending());
+
+        let advancer = timer.clone();
+        let advance = thread::spawn(move || advancer.advance_to(start + ms(5)));
+        let mut early = timer.sleep_until(start + ms(10));
+        assert!(poll(&mut early, &waker).is_pending());
+        advance.join().unwrap();
+
+        assert_armed_for_earliest(&timer, start + ms(10));
+    });
+}
+
+/// Two registrations racing each other's `notify`: whichever thread ends up
+/// the runner, the alarm is armed for the earlier one.
+#[test]
+fn loom_concurrent_registrations_arm_the_earliest() {
+    loom::model(|| {
+        let (timer, start) = manual();
+        let other = timer.clone();
+        let late = thread::spawn(move || {
+            let mut sleep = other.sleep_until(start + ms(20));
+            let (_flag, waker) = flag();
+            assert!(poll(&mut sleep, &waker).is_pending());
+            sleep
+        });
+        let mut early = timer.sleep_until(start + ms(10));
+        let (_flag, waker) = flag();
+        assert!(poll(&mut early, &waker).is_pending());
+        let _late = late.join().unwrap();
+
+        assert_armed_for_earliest(&timer, start + ms(10));
+    });
+}
+
+/// Cancelling a callback while the driver fires it: it runs, or `cancel`
+/// returns true, never both and never neither.
+#[test]
+fn loom_callback_cancel_vs_fire() {
+    loom::model(|| {
+        let (timer, start) = manual();
+        let ran = Arc::new(AtomicBool::new(false));
+        let flag = ran.clone();
+        let handle = timer.schedule_at(start + ms(10), move || flag.store(true, Ordering::SeqCst));
+
+        let advancer = timer.clone();
+        let advance = thread::spawn(move || advancer.advance_to(start + ms(10)));
+        let cancelled = handle.cancel();
+        advance.join().unwrap();
+
+        assert_ne!(cancelled, ran.load(Ordering::SeqCst));
+        assert_eq!(handle.is_cancelled(), cancelled);
+        assert_eq!(handle.is_expired(), !cancelled);
+        assert_empty(&timer);
+    });
+}
+
+/// Shutdown racing a registration: the callback is either refused or handed
+/// back by the shutdown, never lost and never run; the same for a sleep.
+#[test]
+fn loom_shutdown_vs_registration() {
+    loom::model(|| {
+        let (timer, start) = manual();
+        let other = timer.clone();
+        let register = thread::spawn(move || {
+            let callback = other.try_schedule_at(start + ms(10), || {
+                panic!("a shut-down timer ran a callback")
+            });
+            (callback, other.try_sleep_until(start + ms(10)))
+        });
+        let unfired = timer.shutdown();
+        let (callback, sleep) = register.join().unwrap();
+
+        match callback {
+            Ok(handle) => {
+                assert_eq!(unfired.callbacks.len(), 1, "an accepted callback was lost");
+                assert!(handle.is_cancelled());
+            }
+            Err(e) => {
+                assert!(e.is_shutdown());
+                assert!(unfired.callbacks.is_empty());
+            }
+        }
+        match sleep {
+            Ok(_) => assert_eq!(unfired.sleeps, 1, "an accepted sleep was not counted"),
+            Err(e) => assert!(e.is_shutdown() && unfired.sleeps == 0),
+        }
+        timer.advance_to(start + ms(10));
+    });
+}
