@@ -512,9 +512,11 @@ impl Timer {
     /// it returns: due sleeps have woken their tasks (which run when their
     /// executor polls them) and due callbacks have run.
     ///
-    /// Called from inside one of this timer's callbacks, it moves the clock
-    /// and returns at once; the timer fires what is due as soon as the
-    /// callback returns.
+    /// The clock steps from one expiration to the next, so a callback that
+    /// reads [`now`](Timer::now) sees the tick it was due at. Called from
+    /// inside one of this timer's callbacks, `advance` moves the clock in one
+    /// step and returns at once; the timer fires what became due as soon as
+    /// the callback returns.
     ///
     /// # Panics
     ///

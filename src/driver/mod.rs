@@ -517,33 +517,49 @@ impl Shared {
     }
 
     /// Moves a manual timer's clock to `target` (never backwards) and fires
-    /// everything due by then before returning.
+    /// everything due by then before returning. It steps from one
+    /// expiration to the next, so a callback (or a task polled on another
+    /// thread meanwhile) sees the time it was due at, not `target`.
     ///
     /// # Panics
     ///
     /// Panics on a runtime timer.
     #[track_caller]
     pub(crate) fn advance_to(&self, target: Instant) {
-        let mut inner = self.inner.lock();
-        let Time::Manual { now } = &mut inner.time else {
+        let reentrant = RUNNER_HERE.with(|runner| std::ptr::eq(runner.get(), self));
+        loop {
+            let mut inner = self.inner.lock();
+            // A shut-down timer fires nothing more: one step to the target.
+            let stepping = !reentrant && !inner.shut_down;
+            let next = inner
+                .wheel
+                .next_expiration()
+                .and_then(|tick| self.clock.instant_at(tick))
+                .filter(|&at| at < target && stepping);
+            let Time::Manual { now } = &mut inner.time else {
+                drop(inner);
+                panic!(
+                    "wheel: advance needs a manual timer (Timer::builder().manual()); \
+                     this one follows its runtime's clock"
+                );
+            };
+            let step = next.unwrap_or(target);
+            *now = (*now).max(step);
             drop(inner);
-            panic!(
-                "wheel: advance needs a manual timer (Timer::builder().manual()); \
-                 this one follows its runtime's clock"
-            );
-        };
-        *now = (*now).max(target);
-        drop(inner);
-        self.notify();
-        if RUNNER_HERE.with(|runner| std::ptr::eq(runner.get(), self)) {
-            // A callback is advancing the clock: this thread's runner saw
-            // `NOTIFIED` and goes round again when the callback returns.
-            return;
-        }
-        // Another thread's runner saw `NOTIFIED`: it processes the new time
-        // before it clears `RUNNING`.
-        while self.run_state.load(Ordering::Acquire) & RUNNING != 0 {
-            yield_now();
+            self.notify();
+            if reentrant {
+                // A callback is advancing the clock: this thread's runner saw
+                // `NOTIFIED` and goes round again when the callback returns.
+                return;
+            }
+            // Another thread's runner saw `NOTIFIED`: it processes the new
+            // time before it clears `RUNNING`.
+            while self.run_state.load(Ordering::Acquire) & RUNNING != 0 {
+                yield_now();
+            }
+            if next.is_none() {
+                return;
+            }
         }
     }
 

@@ -1,0 +1,220 @@
+//! Callback timers: `Timer::schedule` and `TimerHandle`.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use wheel::Timer;
+
+fn manual() -> Timer {
+    Timer::builder().manual().build().unwrap()
+}
+
+fn counter() -> (Arc<AtomicU32>, impl Fn() -> Box<dyn FnOnce() + Send>) {
+    let count = Arc::new(AtomicU32::new(0));
+    let make = {
+        let count = count.clone();
+        move || -> Box<dyn FnOnce() + Send> {
+            let count = count.clone();
+            Box::new(move || {
+                count.fetch_add(1, Ordering::SeqCst);
+            })
+        }
+    };
+    (count, make)
+}
+
+#[test]
+fn a_callback_runs_at_its_deadline_not_before() {
+    let timer = manual();
+    let (runs, make) = counter();
+    let handle = timer.schedule(Duration::from_millis(10), make());
+    timer.advance(Duration::from_millis(9));
+    assert_eq!(runs.load(Ordering::SeqCst), 0, "ran early");
+    assert!(!handle.is_expired());
+    timer.advance(Duration::from_millis(1));
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert!(handle.is_expired() && !handle.is_cancelled());
+    assert_eq!(timer.stats().pending, 0);
+    assert_eq!(timer.stats().callbacks, 0);
+}
+
+#[test]
+fn callbacks_run_in_deadline_order() {
+    let timer = manual();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    for ms in [30u64, 10, 20, 10, 5000, 1] {
+        let order = order.clone();
+        timer.schedule(Duration::from_millis(ms), move || {
+            order.lock().unwrap().push(ms);
+        });
+    }
+    timer.advance(Duration::from_secs(10));
+    assert_eq!(*order.lock().unwrap(), [1, 10, 10, 20, 30, 5000]);
+}
+
+#[test]
+fn cancel_is_true_only_when_it_stopped_the_run() {
+    let timer = manual();
+    let (runs, make) = counter();
+    let cancelled = timer.schedule(Duration::from_secs(1), make());
+    let fired = timer.schedule(Duration::from_secs(1), make());
+    assert!(cancelled.cancel());
+    assert!(!cancelled.cancel(), "a second cancel stops nothing");
+    assert_eq!(timer.stats().pending, 1);
+    timer.advance(Duration::from_secs(1));
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert!(!fired.cancel(), "it has already run");
+    assert!(cancelled.is_cancelled() && !cancelled.is_expired());
+    assert!(fired.is_expired() && !fired.is_cancelled());
+    let stats = timer.stats();
+    assert_eq!((stats.fired, stats.cancelled), (1, 1));
+}
+
+#[test]
+fn a_panicking_callback_is_contained_and_counted() {
+    let timer = manual();
+    let (runs, make) = counter();
+    timer.schedule(Duration::from_millis(1), make());
+    timer.schedule(Duration::from_millis(2), || {
+        panic!("callback failure (expected by the test)")
+    });
+    timer.schedule(Duration::from_millis(3), make());
+    timer.advance(Duration::from_millis(3));
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        2,
+        "the callbacks around the panic ran"
+    );
+    assert_eq!(timer.stats().panicked, 1);
+    // The timer keeps serving.
+    timer.schedule(Duration::from_millis(1), make());
+    timer.advance(Duration::from_millis(1));
+    assert_eq!(runs.load(Ordering::SeqCst), 3);
+}
+
+#[test]
+fn a_past_deadline_runs_at_the_next_tick_not_inline() {
+    let timer = manual();
+    let (runs, make) = counter();
+    let past = timer.now();
+    timer.advance(Duration::from_millis(5));
+    timer.schedule_at(past, make());
+    assert_eq!(runs.load(Ordering::SeqCst), 0, "ran on the caller's stack");
+    timer.advance(Duration::from_millis(1));
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn a_callback_may_schedule_and_cancel_on_its_own_timer() {
+    let timer = manual();
+    let (runs, make) = counter();
+    let victim = Arc::new(timer.schedule(Duration::from_millis(20), make()));
+    let inner_timer = timer.clone();
+    let inner_make = make();
+    let to_cancel = victim.clone();
+    timer.schedule(Duration::from_millis(10), move || {
+        assert!(to_cancel.cancel());
+        inner_timer.schedule(Duration::from_millis(5), inner_make);
+    });
+    timer.advance(Duration::from_millis(14));
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    timer.advance(Duration::from_millis(1));
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        1,
+        "the rescheduled callback ran at 15 ms"
+    );
+    assert!(victim.is_cancelled());
+}
+
+#[test]
+fn advancing_from_inside_a_callback_fires_what_becomes_due() {
+    let timer = manual();
+    let (runs, make) = counter();
+    timer.schedule(Duration::from_millis(50), make());
+    let clock = timer.clone();
+    timer.schedule(Duration::from_millis(10), move || {
+        clock.advance(Duration::from_millis(100))
+    });
+    timer.advance(Duration::from_millis(10));
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn callbacks_run_on_a_runtime_timer_without_any_handle_left() {
+    let (runs, make) = counter();
+    {
+        let timer = Timer::builder().build().unwrap();
+        timer.schedule(Duration::from_millis(100), make());
+        // Timer and handle dropped here.
+    }
+    tokio::time::sleep(Duration::from_millis(99)).await;
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    tokio::time::sleep(Duration::from_millis(2)).await;
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_callback_timer_frees_itself_once_its_callbacks_are_done() {
+    let timer = Timer::builder().build().unwrap();
+    let weak = {
+        let (runs, make) = counter();
+        timer.schedule(Duration::from_millis(5), make());
+        let handle = timer.schedule(Duration::from_millis(5), make());
+        drop(timer);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_eq!(runs.load(Ordering::SeqCst), 2);
+        handle
+    };
+    // Only the handle holds the timer now; stats are still readable.
+    assert_eq!(weak.timer().stats().callbacks, 0);
+}
+
+#[test]
+fn callbacks_from_many_threads_run_exactly_once() {
+    let timer = manual();
+    let (runs, make) = counter();
+    let make = Arc::new(Mutex::new(make));
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let timer = timer.clone();
+            let make = make.clone();
+            std::thread::spawn(move || {
+                let mut handles = Vec::new();
+                for i in 0..500u64 {
+                    let f = (make.lock().unwrap())();
+                    handles.push(timer.schedule(Duration::from_millis(1 + (i * 7 + t) % 100), f));
+                }
+                // Cancel every third one.
+                handles.iter().step_by(3).filter(|h| h.cancel()).count()
+            })
+        })
+        .collect();
+    let cancelled: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
+    timer.advance(Duration::from_millis(100));
+    assert_eq!(runs.load(Ordering::SeqCst) as usize + cancelled, 2000);
+    assert_eq!(timer.stats().pending, 0);
+}
+
+#[test]
+fn a_callback_sees_the_time_it_was_due_at() {
+    let timer = Timer::builder()
+        .manual()
+        .tick(Duration::from_millis(10))
+        .build()
+        .unwrap();
+    let start = timer.now();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    for ms in [25u64, 10, 70] {
+        let (clock, seen) = (timer.clone(), seen.clone());
+        timer.schedule(Duration::from_millis(ms), move || {
+            seen.lock().unwrap().push(clock.now() - start);
+        });
+    }
+    timer.advance(Duration::from_secs(1));
+    // Rounded up to the 10 ms tick, never down.
+    let ms = |n| Duration::from_millis(n);
+    assert_eq!(*seen.lock().unwrap(), [ms(10), ms(30), ms(70)]);
+    assert_eq!(timer.now() - start, Duration::from_secs(1));
+}

@@ -1,0 +1,200 @@
+//! The manual clock: `Timer::builder().manual()`, `advance`, `advance_to`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_test::{assert_pending, assert_ready, assert_ready_eq, task};
+use wheel::{Instant, Timer};
+
+fn manual() -> Timer {
+    Timer::builder().manual().build().unwrap()
+}
+
+#[test]
+fn works_with_no_runtime_at_all() {
+    let timer = manual();
+    let start = timer.now();
+    let mut sleep = task::spawn(timer.sleep(Duration::from_millis(10)));
+    let mut timeout =
+        task::spawn(timer.timeout(Duration::from_millis(20), std::future::pending::<()>()));
+    let mut interval = timer.interval(Duration::from_millis(15));
+    let mut tick = task::spawn(async move {
+        let first = interval.tick().await;
+        let second = interval.tick().await;
+        second - first
+    });
+    assert_pending!(sleep.poll());
+    assert_pending!(timeout.poll());
+    assert_pending!(tick.poll());
+
+    timer.advance(Duration::from_millis(10));
+    assert!(sleep.is_woken());
+    assert_ready!(sleep.poll());
+    assert!(!timeout.is_woken());
+    assert_pending!(timeout.poll());
+
+    timer.advance(Duration::from_millis(10));
+    assert!(timeout.is_woken());
+    assert!(assert_ready!(timeout.poll()).is_err());
+    assert!(tick.is_woken());
+    assert_ready_eq!(tick.poll(), Duration::from_millis(15));
+    assert_eq!(timer.now() - start, Duration::from_millis(20));
+    assert_eq!(timer.stats().pending, 0);
+}
+
+#[test]
+fn never_moves_by_itself() {
+    let timer = manual();
+    let start = timer.now();
+    let mut sleep = task::spawn(timer.sleep(Duration::from_millis(1)));
+    assert_pending!(sleep.poll());
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(timer.now(), start);
+    assert!(!sleep.is_woken());
+    assert_pending!(sleep.poll());
+}
+
+#[test]
+fn advance_to_the_past_leaves_the_clock_alone() {
+    let timer = manual();
+    let start = timer.now();
+    timer.advance(Duration::from_secs(5));
+    timer.advance_to(start);
+    assert_eq!(timer.now() - start, Duration::from_secs(5));
+}
+
+#[test]
+fn a_sleep_already_due_completes_on_first_poll() {
+    let timer = manual();
+    let deadline = timer.now() + Duration::from_secs(1);
+    timer.advance(Duration::from_secs(2));
+    let mut sleep = task::spawn(timer.sleep_until(deadline));
+    assert_ready!(sleep.poll());
+    assert_eq!(timer.stats().entries, 0);
+}
+
+#[test]
+fn the_interval_follows_the_manual_clock_when_it_falls_behind() {
+    let timer = manual();
+    let start = timer.now();
+    let mut interval = timer.interval(Duration::from_millis(10));
+    let poll = |interval: &mut wheel::Interval| {
+        let waker = futures::task::noop_waker();
+        interval.poll_tick(&mut std::task::Context::from_waker(&waker))
+    };
+    assert_eq!(poll(&mut interval), std::task::Poll::Ready(start));
+    // Miss several ticks: Burst (the default) catches up one at a time.
+    timer.advance(Duration::from_millis(35));
+    let ms = |n| start + Duration::from_millis(n);
+    assert_eq!(poll(&mut interval), std::task::Poll::Ready(ms(10)));
+    assert_eq!(poll(&mut interval), std::task::Poll::Ready(ms(20)));
+    assert_eq!(poll(&mut interval), std::task::Poll::Ready(ms(30)));
+    assert!(poll(&mut interval).is_pending());
+}
+
+#[test]
+#[should_panic(expected = "advance needs a manual timer")]
+fn advance_on_a_runtime_timer_panics_with_a_clear_message() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let timer = rt.block_on(async { Timer::builder().build().unwrap() });
+    timer.advance(Duration::from_secs(1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn tokios_auto_advance_does_not_move_it() {
+    let timer = manual();
+    let sleeper = timer.clone();
+    let task = tokio::spawn(async move { sleeper.sleep(Duration::from_secs(1)).await });
+    // The paused runtime is idle: tokio auto-advances its own clock by an hour.
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    assert!(!task.is_finished());
+    timer.advance(Duration::from_secs(1));
+    task.await.unwrap();
+}
+
+#[test]
+fn works_on_a_multi_thread_runtime() {
+    const TASKS: u64 = 200;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+        .unwrap();
+    let timer = manual();
+    let start = timer.now();
+    let handles: Vec<_> = (1..=TASKS)
+        .map(|i| {
+            let timer = timer.clone();
+            rt.spawn(async move {
+                let deadline = start + Duration::from_millis(i);
+                timer.sleep_until(deadline).await;
+                let woke_at = timer.now();
+                assert!(woke_at >= deadline, "task {i} completed early");
+                woke_at
+            })
+        })
+        .collect();
+    // Wait (real time, bounded) until every task has registered.
+    let registered = std::time::Instant::now();
+    while timer.stats().pending < TASKS as usize {
+        assert!(
+            registered.elapsed() < Duration::from_secs(10),
+            "tasks never registered"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    timer.advance(Duration::from_millis(TASKS / 2));
+    // Tasks 101.. are not due: none of them may have finished.
+    let early = handles[TASKS as usize / 2..]
+        .iter()
+        .filter(|h| h.is_finished())
+        .count();
+    assert_eq!(early, 0, "tasks finished before their deadline");
+    timer.advance(Duration::from_millis(TASKS / 2));
+    let results = rt.block_on(async {
+        tokio::time::timeout(Duration::from_secs(10), futures::future::join_all(handles))
+            .await
+            .expect("a woken task never finished")
+    });
+    for (i, result) in results.into_iter().enumerate() {
+        let woke_at: Instant = result.unwrap();
+        assert!(woke_at - start >= Duration::from_millis(i as u64 + 1));
+    }
+    assert_eq!(timer.stats().pending, 0);
+}
+
+#[test]
+fn advance_from_several_threads_fires_everything_once() {
+    let timer = manual();
+    let start = timer.now();
+    let fired = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    for i in 0..1000u64 {
+        let fired = fired.clone();
+        timer.schedule_at(start + Duration::from_micros(i * 997 % 50_000), move || {
+            fired.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        });
+    }
+    let threads: Vec<_> = (1..=4u64)
+        .map(|t| {
+            let timer = timer.clone();
+            std::thread::spawn(move || timer.advance_to(start + Duration::from_millis(12 * t + 2)))
+        })
+        .collect();
+    threads.into_iter().for_each(|t| t.join().unwrap());
+    assert_eq!(fired.load(std::sync::atomic::Ordering::SeqCst), 1000);
+    assert_eq!(timer.stats().pending, 0);
+}
+
+#[test]
+fn dropping_a_pending_sleep_cancels_it() {
+    let timer = manual();
+    let mut sleep = task::spawn(timer.sleep(Duration::from_millis(5)));
+    assert_pending!(sleep.poll());
+    drop(sleep);
+    timer.advance(Duration::from_millis(5));
+    let stats = timer.stats();
+    assert_eq!((stats.pending, stats.cancelled, stats.fired), (0, 1, 0));
+}

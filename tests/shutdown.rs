@@ -1,0 +1,210 @@
+//! `Timer::shutdown` and `Builder::max_pending`.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_test::{assert_pending, assert_ready, task};
+use wheel::Timer;
+
+fn manual() -> Timer {
+    Timer::builder().manual().build().unwrap()
+}
+
+#[test]
+fn shutdown_hands_back_the_callbacks_that_never_ran() {
+    let timer = manual();
+    let runs = Arc::new(AtomicU32::new(0));
+    let mut handles = Vec::new();
+    for secs in [3u64, 1, 2] {
+        let runs = runs.clone();
+        handles.push(timer.schedule(Duration::from_secs(secs), move || {
+            runs.fetch_add(1, Ordering::SeqCst);
+        }));
+    }
+    let ran = timer.schedule(Duration::from_millis(500), || {});
+    let cancelled = timer.schedule(Duration::from_secs(1), || unreachable!());
+    timer.advance(Duration::from_millis(500));
+    assert!(cancelled.cancel());
+
+    let unfired = timer.shutdown();
+    assert_eq!(unfired.callbacks.len(), 3);
+    assert_eq!(unfired.sleeps, 0);
+    let deadlines: Vec<_> = unfired.callbacks.iter().map(|c| c.deadline()).collect();
+    let mut sorted = deadlines.clone();
+    sorted.sort();
+    assert_eq!(deadlines, sorted, "not in deadline order");
+    assert_eq!(runs.load(Ordering::SeqCst), 0, "shutdown ran them");
+    for handle in &handles {
+        assert!(handle.is_cancelled() && !handle.is_expired());
+        assert!(!handle.cancel(), "nothing left to stop");
+    }
+    assert!(ran.is_expired());
+
+    for callback in unfired.callbacks {
+        callback.run();
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 3);
+    // Advancing a shut-down timer fires nothing and does not panic.
+    timer.advance(Duration::from_secs(10));
+    assert_eq!(runs.load(Ordering::SeqCst), 3);
+}
+
+#[test]
+fn shutdown_counts_pending_sleeps_and_wakes_them() {
+    let timer = manual();
+    let mut pending = task::spawn(timer.sleep(Duration::from_secs(1)));
+    let mut eager = timer.try_sleep(Duration::from_secs(1)).unwrap();
+    let mut done = task::spawn(timer.sleep(Duration::from_millis(1)));
+    assert_pending!(pending.poll());
+    assert_pending!(done.poll());
+    timer.advance(Duration::from_millis(1));
+    assert_ready!(done.poll());
+
+    let unfired = timer.shutdown();
+    assert_eq!(
+        unfired.sleeps, 2,
+        "the polled sleep and the eagerly registered one"
+    );
+    assert!(pending.is_woken(), "a pending sleep must not hang silently");
+    // Dropping them is fine.
+    drop(pending);
+    drop(std::mem::replace(&mut eager, timer.sleep(Duration::ZERO)));
+    assert!(
+        timer.shutdown().callbacks.is_empty(),
+        "a second shutdown finds nothing"
+    );
+}
+
+#[test]
+#[should_panic(expected = "this Sleep can never complete: the timer has shut down")]
+fn polling_a_sleep_pending_at_shutdown_panics_with_a_clear_message() {
+    let timer = manual();
+    let mut sleep = task::spawn(timer.sleep(Duration::from_secs(1)));
+    assert_pending!(sleep.poll());
+    timer.shutdown();
+    let _ = sleep.poll();
+}
+
+#[test]
+#[should_panic(expected = "the timer has shut down")]
+fn a_timeout_pending_at_shutdown_panics_rather_than_report_elapsed() {
+    let timer = manual();
+    let mut timeout =
+        task::spawn(timer.timeout(Duration::from_secs(1), std::future::pending::<()>()));
+    assert_pending!(timeout.poll());
+    timer.shutdown();
+    let _ = timeout.poll();
+}
+
+#[test]
+fn new_work_after_shutdown_is_refused() {
+    let timer = manual();
+    timer.shutdown();
+    assert!(timer.is_shut_down());
+    assert!(timer
+        .try_sleep(Duration::from_secs(1))
+        .unwrap_err()
+        .is_shutdown());
+    assert!(timer
+        .try_timeout(Duration::from_secs(1), std::future::ready(()))
+        .unwrap_err()
+        .is_shutdown());
+    let err = timer
+        .try_schedule(Duration::from_secs(1), || {})
+        .unwrap_err();
+    assert!(err.is_shutdown() && !err.is_at_capacity());
+    assert!(err.to_string().contains("shut down"), "{err}");
+    // A deadline already passed needs no timer.
+    let mut due = task::spawn(timer.try_sleep(Duration::ZERO).unwrap());
+    assert_ready!(due.poll());
+}
+
+#[test]
+#[should_panic(expected = "cannot schedule a callback: the timer has shut down")]
+fn schedule_after_shutdown_panics() {
+    let timer = manual();
+    timer.shutdown();
+    timer.schedule(Duration::from_secs(1), || {});
+}
+
+#[test]
+fn a_runtime_timer_shuts_down_by_hand_too() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+        .unwrap();
+    let timer = rt.block_on(async { Timer::builder().build().unwrap() });
+    let sleeper = timer.clone();
+    let task = rt.spawn(async move { sleeper.sleep(Duration::from_secs(3600)).await });
+    let registered = std::time::Instant::now();
+    while timer.stats().pending == 0 {
+        assert!(registered.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let unfired = timer.shutdown();
+    assert_eq!(unfired.sleeps, 1);
+    let joined = rt.block_on(async { tokio::time::timeout(Duration::from_secs(10), task).await });
+    let err = joined.expect("the pending sleep hung").unwrap_err();
+    assert!(
+        err.is_panic(),
+        "the pending sleep must panic, not complete early"
+    );
+}
+
+#[test]
+fn max_pending_refuses_past_the_limit_and_recovers() {
+    let timer = Timer::builder().manual().max_pending(3).build().unwrap();
+    let a = timer.try_sleep(Duration::from_millis(1)).unwrap();
+    let b = timer.try_schedule(Duration::from_millis(2), || {}).unwrap();
+    let mut c = task::spawn(timer.sleep(Duration::from_millis(3)));
+    assert_pending!(c.poll());
+    assert_eq!(timer.stats().pending, 3);
+
+    let err = timer.try_sleep(Duration::from_secs(1)).unwrap_err();
+    assert!(err.is_at_capacity() && !err.is_shutdown());
+    assert!(err.to_string().contains("3 pending"), "{err}");
+    assert!(timer
+        .try_schedule(Duration::from_secs(1), || {})
+        .unwrap_err()
+        .is_at_capacity());
+    assert!(timer
+        .try_timeout(Duration::from_secs(1), std::future::ready(()))
+        .unwrap_err()
+        .is_at_capacity());
+
+    // Resetting an existing entry never counts against the limit.
+    c.enter(|_, sleep| sleep.reset(wheel::Instant::now() + Duration::from_secs(5)));
+
+    drop(a);
+    let d = timer
+        .try_sleep(Duration::from_secs(1))
+        .expect("a cancel frees a place");
+    timer.advance(Duration::from_millis(2));
+    assert!(b.is_expired());
+    let _e = timer
+        .try_schedule(Duration::from_secs(1), || {})
+        .expect("a fire frees a place");
+    drop(d);
+}
+
+#[test]
+#[should_panic(expected = "at capacity")]
+fn an_infallible_sleep_past_the_limit_panics_when_polled() {
+    let timer = Timer::builder().manual().max_pending(1).build().unwrap();
+    let _first = timer.try_sleep(Duration::from_secs(1)).unwrap();
+    let mut second = task::spawn(timer.sleep(Duration::from_secs(1)));
+    let _ = second.poll();
+}
+
+#[test]
+fn a_zero_limit_refuses_everything_but_what_is_already_due() {
+    let timer = Timer::builder().manual().max_pending(0).build().unwrap();
+    assert!(timer
+        .try_sleep(Duration::from_secs(1))
+        .unwrap_err()
+        .is_at_capacity());
+    let mut due = task::spawn(timer.try_sleep(Duration::ZERO).unwrap());
+    assert_ready!(due.poll());
+}
