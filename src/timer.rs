@@ -486,4 +486,19 @@ pub struct Stats {
     pub fired: u64,
     /// Registered timers dropped before they fired.
     pub cancelled: u64,
+    /// Entries the wheel's slab has room for: its capacity, at about 40
+    /// bytes each. It grows with the number of live entries (like a `Vec`,
+    /// so it never exceeds twice the peak) and is given back as they go:
+    /// when the timer has no entries left it is at most 1024, and zero after
+    /// any burst larger than that. While entries are live it shrinks to the
+    /// highest slot still in use once fewer than a quarter of the slots are;
+    /// entries never move, so one long-lived timer from the top of a burst
+    /// holds the capacity up to it until it completes or is dropped.
+    /// Trimming is amortised over removals, which stay O(1).
+    pub allocated_entries: usize,
+    /// Heap bytes of the wheel's levels (8 bytes per slot per level, plus
+    /// occupancy bitmaps). Levels are allocated when a deadline first needs
+    /// them and freed, from the top, when they are empty at a trim, so an
+    /// empty timer is back to one level.
+    pub level_bytes: usize,
 }

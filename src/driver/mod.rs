@@ -285,6 +285,8 @@ impl Shared {
             levels: inner.wheel.levels(),
             fired: inner.fired,
             cancelled: inner.cancelled,
+            allocated_entries: inner.wheel.allocated_entries(),
+            level_bytes: inner.wheel.level_bytes(),
         }
     }
 
