@@ -38,9 +38,14 @@
 //!   made it (`Vec` growth, so below twice the peak).
 //! - When the wheel becomes empty its capacity is at most [`TRIM_FLOOR`]
 //!   entries: back to zero after any burst above the floor.
-//! - While entries are live it is bounded by the highest live index (plus
-//!   `Vec` slack), within capacity / 4 removals of the occupancy falling
-//!   under a quarter.
+//! - While entries are live and fewer than a quarter of the slots are in
+//!   use, a trim runs every capacity / 4 removals and cuts the slab to its
+//!   highest live slot: capacity follows that slot, lagging by up to
+//!   capacity / 4 removals. So timers cancelled newest first take the slab
+//!   down with them, while after a burst cancelled oldest first the
+//!   burst's newest survivor holds it up until it goes, and then until
+//!   the next trim (a wheel that goes quiet keeps that much until it
+//!   empties).
 //! - Trailing levels that have become empty are freed at each trim, so level
 //!   storage also returns to one level when the wheel empties.
 //!

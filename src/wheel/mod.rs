@@ -74,8 +74,9 @@ pub(crate) const MAX_SLOTS: usize = 4096;
 /// The slab grows with the number of live entries and is trimmed when they
 /// leave: once the wheel is empty it holds at most [`TRIM_FLOOR`] entries'
 /// worth (zero after any larger burst) and one level; while entries are
-/// live, capacity never exceeds what the peak made it, and it shrinks to
-/// the highest live slot when fewer than a quarter of the slots are in use.
+/// live, capacity never exceeds what the peak made it, and while fewer
+/// than a quarter of the slots are in use it is cut to the highest live
+/// slot every capacity / 4 removals.
 /// Entries are never moved (their keys are held outside), so one long-lived
 /// entry near the top of the slab holds the capacity up to it until it
 /// goes. Trimming is amortised over removals: removal stays O(1). The policy
