@@ -503,7 +503,9 @@ pub struct Stats {
     pub allocated_entries: usize,
     /// Heap bytes of the wheel's levels (8 bytes per slot per level, plus
     /// occupancy bitmaps). Levels are allocated when a deadline first needs
-    /// them and freed, from the top, when they are empty at a trim, so an
-    /// empty timer is back to one level.
+    /// them; empty ones are freed, from the top, when the slab is trimmed
+    /// (see `allocated_entries`), so a timer that empties after a burst is
+    /// back to one level. A timer that never grows past the trim floor
+    /// keeps its levels: a few KiB at most with 64 slots per level.
     pub level_bytes: usize,
 }

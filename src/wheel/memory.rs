@@ -47,15 +47,20 @@
 //!   the next trim (a wheel that goes quiet keeps that much until it
 //!   empties).
 //! - Trailing levels that have become empty are freed at each trim, so level
-//!   storage also returns to one level when the wheel empties.
+//!   storage also returns to one level when a wheel above the floor
+//!   empties. Below the floor levels stay: freeing them when the wheel
+//!   empties would make a lone far timer, started and cancelled in a loop,
+//!   allocate and free them every time, to save a few KiB.
 //!
 //! # Generations survive
 //!
 //! Truncating the slab forgets its vacant slots, which is harmless because
 //! an entry's generation comes from the wheel-wide `next_generation`
 //! counter, not from the slot: an index that is truncated and later handed
-//! out again gets a generation no earlier key carried, so a stale key never
-//! matches the new entry.
+//! out again gets a generation that no key from the last 2^32 insertions
+//! carried, so a stale key never matches the new entry. (A per-slot
+//! generation, kept in the vacant slot, would be lost with the tail and
+//! restart, and a stale key could then match.)
 
 use super::level::Level;
 use super::Wheel;

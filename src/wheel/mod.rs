@@ -73,7 +73,7 @@ pub(crate) const MAX_SLOTS: usize = 4096;
 ///
 /// The slab grows with the number of live entries and is trimmed when they
 /// leave: once the wheel is empty it holds at most [`TRIM_FLOOR`] entries'
-/// worth (zero after any larger burst) and one level; while entries are
+/// worth (and after any larger burst, none and one level); while entries are
 /// live, capacity never exceeds what the peak made it, and while fewer
 /// than a quarter of the slots are in use it is cut to the highest live
 /// slot every capacity / 4 removals.
