@@ -64,6 +64,11 @@ impl Builder {
     /// The alarm waits on tokio's timer, which has 1 ms resolution, so ticks
     /// under 1 ms bound the rounding but not the wake-up latency.
     ///
+    /// The wheel counts `u64` ticks from the timer's start: 584 years at
+    /// 1 ns, 584 million years at 1 ms. A deadline beyond that range is
+    /// clamped to its last tick, which never comes: such a timer never
+    /// fires (rather than firing early once the clock passes the range).
+    ///
     /// # Examples
     ///
     /// ```

@@ -74,6 +74,9 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 ///
 /// Dropping a pending `Sleep` removes its entry from the wheel.
 ///
+/// A waker that panics when the timer wakes it does not disturb the timer:
+/// the panic is caught there, and every other sleep is still woken.
+///
 /// # Panics
 ///
 /// Polling panics if the sleep is pending when its timer has shut down
@@ -188,6 +191,10 @@ impl Sleep {
     /// (it then completes again at the new deadline). A registered sleep keeps
     /// its entry and its waker: a task waiting on it is woken at the new
     /// deadline without polling it again, and at once if that has passed.
+    ///
+    /// After the timer's runtime has shut down, a sleep reset to a deadline
+    /// that has not passed is pending again, even if it had fired: polling
+    /// it then panics (see [`Sleep`]) rather than completing early.
     ///
     /// # Examples
     ///

@@ -31,4 +31,21 @@ pub struct Stats {
     /// Callbacks that panicked, and wakers that panicked when woken. The
     /// driver catches the panic and carries on.
     pub panicked: u64,
+    /// Entries the wheel's slab has room for: its capacity, at about 40
+    /// bytes each. It grows with the number of live entries (like a `Vec`,
+    /// so it never exceeds twice the peak) and is given back as they go:
+    /// when the timer has no entries left it is at most 1024, and zero after
+    /// any burst larger than that. While entries are live and fewer than a
+    /// quarter of the slots are in use, it is cut to the highest slot still
+    /// in use, once every capacity / 4 removals (so removal stays O(1)
+    /// amortised). Entries never move, so a live timer from the top of a
+    /// burst holds the capacity up to it until it completes or is dropped.
+    pub allocated_entries: usize,
+    /// Heap bytes of the wheel's levels (8 bytes per slot per level, plus
+    /// occupancy bitmaps). Levels are allocated when a deadline first needs
+    /// them; empty ones are freed, from the top, when the slab is trimmed
+    /// (see `allocated_entries`), so a timer that empties after a burst is
+    /// back to one level. A timer that never grows past the trim floor
+    /// keeps its levels: a few KiB at most with 64 slots per level.
+    pub level_bytes: usize,
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use futures::task::{waker, ArcWake};
 use futures::{Stream, StreamExt};
 use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
 use tokio::time;
 use tokio_test::{assert_pending, assert_ready, assert_ready_eq, task};
 use wheel::{Instant, Interval, MissedTickBehavior};
@@ -629,7 +630,12 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig {
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
+            "proptest-regressions/tests/interval.txt"
+        ))),
+        ..ProptestConfig::default()
+    })]
 
     /// `tokio::time::Interval` is the oracle: driven through the same
     /// schedule (whole milliseconds, where tokio's timer is exact), both

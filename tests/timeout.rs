@@ -6,6 +6,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
 use tokio::sync::oneshot;
 use tokio::time;
 use tokio_test::{assert_pending, assert_ready, assert_ready_eq, task};
@@ -388,7 +389,12 @@ async fn many_concurrent_timeouts_half_complete_half_time_out() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig {
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
+            "proptest-regressions/tests/timeout.txt"
+        ))),
+        ..ProptestConfig::default()
+    })]
 
     /// `tokio::time::timeout` is the oracle: for any deadline and any time
     /// the inner future takes (whole milliseconds, where tokio's timer is

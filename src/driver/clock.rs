@@ -39,13 +39,20 @@ impl Clock {
         }
     }
 
-    /// The last tick that has fully begun by `now` (rounds down).
+    /// The last tick that has fully begun by `now` (rounds down), at most
+    /// `u64::MAX - 1`: tick `u64::MAX` is where [`deadline_tick`] clamps
+    /// deadlines beyond the wheel's range, so it must never come, or a
+    /// clamped deadline centuries away would fire as soon as the clock
+    /// passed the range (possible with a nanosecond tick and a paused clock).
+    ///
+    /// [`deadline_tick`]: Clock::deadline_tick
     pub(crate) fn now_tick(&self, now: Instant) -> u64 {
         let nanos = now.saturating_duration_since(self.origin).as_nanos();
-        match u64::try_from(nanos) {
+        let tick = match u64::try_from(nanos) {
             Ok(nanos) => nanos / self.tick_nanos,
             Err(_) => u64::try_from(nanos / self.tick_nanos as u128).unwrap_or(u64::MAX),
-        }
+        };
+        tick.min(u64::MAX - 1)
     }
 
     /// When `tick` begins, or `None` if that is beyond what `Instant` holds.
@@ -107,5 +114,27 @@ mod tests {
         let far = o + Duration::from_secs(600 * 365 * 86_400);
         assert_eq!(c.deadline_tick(far), u64::MAX);
         assert_eq!(c.instant_at(u64::MAX).map(|i| i > o), Some(true));
+    }
+
+    #[test]
+    fn the_clamped_tick_never_comes() {
+        let (o, c) = clock(Duration::from_nanos(1));
+        let beyond = o + Duration::from_secs(700 * 365 * 86_400);
+        assert_eq!(c.deadline_tick(beyond), u64::MAX);
+        for now in [
+            c.instant_at(u64::MAX).unwrap(),
+            beyond,
+            beyond + Duration::from_secs(1),
+        ] {
+            assert_eq!(c.now_tick(now), u64::MAX - 1);
+        }
+        assert_eq!(
+            c.now_tick(c.instant_at(u64::MAX - 1).unwrap()),
+            u64::MAX - 1
+        );
+        assert_eq!(
+            c.now_tick(c.instant_at(u64::MAX - 2).unwrap()),
+            u64::MAX - 2
+        );
     }
 }

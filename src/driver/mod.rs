@@ -419,16 +419,18 @@ impl Shared {
     /// Moves a `Sleep`'s entry to `deadline`, fired or not, keeping its
     /// waker. If the new deadline's tick is already processed the entry is
     /// fired now and its waker woken.
+    ///
+    /// After shutdown the entry is still moved, so that a sleep which had
+    /// fired and is reset to a later deadline is pending again (and its
+    /// next poll reports the shutdown) instead of completing early; only
+    /// the alarm is left alone.
     pub(crate) fn reset(&self, key: Key, deadline: Instant) {
         let tick = self.clock.deadline_tick(deadline);
         let mut inner = self.inner.lock();
-        if inner.shut_down {
-            return;
-        }
         let mut wake = None;
         let mut notify = false;
         match inner.wheel.reset(key, tick) {
-            Some(true) => notify = inner.pull_in(tick),
+            Some(true) => notify = !inner.shut_down && inner.pull_in(tick),
             Some(false) => {
                 inner.fired += 1;
                 if let Some(Job::Wake(waker)) = inner.wheel.value_mut(key) {
@@ -513,6 +515,8 @@ impl Shared {
             fired: inner.fired,
             cancelled: inner.cancelled,
             panicked: inner.panicked,
+            allocated_entries: inner.wheel.allocated_entries(),
+            level_bytes: inner.wheel.level_bytes(),
         }
     }
 

@@ -90,6 +90,11 @@ impl Level {
         self.occupied.iter().all(|&w| w == 0)
     }
 
+    /// Bytes this level holds on the heap: its slots and its bitmap.
+    pub(super) fn heap_bytes(&self) -> usize {
+        std::mem::size_of_val(&*self.slots) + std::mem::size_of_val(&*self.occupied)
+    }
+
     /// The first non-empty slot at or after `from`, without wrapping.
     pub(super) fn next_occupied(&self, from: usize) -> Option<usize> {
         let mut word_index = from / 64;

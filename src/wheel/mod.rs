@@ -28,11 +28,13 @@
 mod entry;
 mod level;
 mod list;
+mod memory;
 
 pub(crate) use entry::Key;
 use entry::{Entry, Place, NIL};
 use level::{level_for, max_levels, slot_for, slot_start, Level};
 use list::List;
+use memory::TRIM_FLOOR;
 use slab::Slab;
 
 /// The smallest and largest `slots_per_level` a wheel accepts.
@@ -66,6 +68,19 @@ pub(crate) const MAX_SLOTS: usize = 4096;
 /// O(words per level) via a per-wheel bitmap of non-empty levels and
 /// per-level bitmaps of non-empty slots. Expiring `n` entries costs O(n) plus
 /// at most one cascade per level per entry.
+///
+/// # Memory
+///
+/// The slab grows with the number of live entries and is trimmed when they
+/// leave: once the wheel is empty it holds at most [`TRIM_FLOOR`] entries'
+/// worth (and after any larger burst, none and one level); while entries are
+/// live, capacity never exceeds what the peak made it, and while fewer
+/// than a quarter of the slots are in use it is cut to the highest live
+/// slot every capacity / 4 removals.
+/// Entries are never moved (their keys are held outside), so one long-lived
+/// entry near the top of the slab holds the capacity up to it until it
+/// goes. Trimming is amortised over removals: removal stays O(1). The policy
+/// and its costs are in `memory.rs`.
 #[derive(Debug)]
 pub(crate) struct Wheel<T> {
     entries: Slab<Entry<T>>,
@@ -78,10 +93,20 @@ pub(crate) struct Wheel<T> {
     bits: u32,
     /// Entries in a slot or the due list.
     scheduled: usize,
+    /// Generations come from this wheel-wide counter, never from a slot, so
+    /// trimming the slab's vacant tail cannot make a stale key valid again.
     next_generation: u32,
+    /// Removals since the slab was last trimmed; see `memory.rs`.
+    removals_since_trim: usize,
+    /// Slab capacity up to which nothing is trimmed: [`TRIM_FLOOR`], or less
+    /// in tests that want trimming on every few removals.
+    trim_floor: usize,
     /// How many slots `process_slot` has emptied; tests check idle skipping.
     #[cfg(test)]
     slots_processed: u64,
+    /// How many times the slab was trimmed; tests check the amortisation.
+    #[cfg(test)]
+    trims: u64,
 }
 
 impl<T> Wheel<T> {
@@ -90,6 +115,12 @@ impl<T> Wheel<T> {
     /// The caller validates the geometry (`Builder` turns a bad one into a
     /// `BuildError`); here it is only asserted.
     pub(crate) fn new(slots_per_level: usize) -> Wheel<T> {
+        Wheel::with_trim_floor(slots_per_level, TRIM_FLOOR)
+    }
+
+    /// A wheel that trims its slab above `trim_floor` entries instead of
+    /// [`TRIM_FLOOR`]; tests use a tiny floor to trim all the time.
+    fn with_trim_floor(slots_per_level: usize, trim_floor: usize) -> Wheel<T> {
         assert!(
             slots_per_level.is_power_of_two() && (MIN_SLOTS..=MAX_SLOTS).contains(&slots_per_level),
             "slots_per_level must be a power of two in {MIN_SLOTS}..={MAX_SLOTS}, got {slots_per_level}"
@@ -103,8 +134,12 @@ impl<T> Wheel<T> {
             bits: slots_per_level.trailing_zeros(),
             scheduled: 0,
             next_generation: 0,
+            removals_since_trim: 0,
+            trim_floor,
             #[cfg(test)]
             slots_processed: 0,
+            #[cfg(test)]
+            trims: 0,
         }
     }
 
@@ -157,7 +192,9 @@ impl<T> Wheel<T> {
     pub(crate) fn remove(&mut self, key: Key) -> Option<T> {
         self.check(key)?;
         self.unlink(key.index);
-        Some(self.entries.remove(key.index as usize).value)
+        let value = self.entries.remove(key.index as usize).value;
+        self.note_removal();
+        Some(value)
     }
 
     /// Moves the entry to `deadline`, whether it was scheduled or expired.

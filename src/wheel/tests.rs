@@ -140,13 +140,261 @@ fn next_expiration_is_never_after_the_earliest_deadline() {
     assert_eq!(wheel.next_expiration(), Some(3));
 }
 
+// ---------------------------------------------------------------------------
+// Memory: the trim policy of `memory.rs`
+// ---------------------------------------------------------------------------
+
+/// A deterministic shuffle (splitmix64), so removal order is not the
+/// insertion order the slab would handle best.
+fn shuffle<X>(items: &mut [X], mut seed: u64) {
+    for i in (1..items.len()).rev() {
+        seed = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = seed;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        items.swap(i, (z % (i as u64 + 1)) as usize);
+    }
+}
+
+/// Deadlines spread over four levels of a 64-slot wheel.
+fn spread(i: u64) -> u64 {
+    1 + i.wrapping_mul(2_654_435_761) % 10_000_000
+}
+
+#[test]
+fn a_million_cancelled_timers_leave_the_wheel_at_its_baseline() {
+    let mut wheel: Wheel<u64> = Wheel::new(64);
+    let baseline = (
+        wheel.allocated_entries(),
+        wheel.levels(),
+        wheel.level_bytes(),
+    );
+    assert_eq!(baseline.0, 0);
+    let mut keys: Vec<Key> = (0..1_000_000)
+        .map(|i| wheel.try_insert(spread(i), i).unwrap())
+        .collect();
+    assert!(wheel.allocated_entries() >= 1_000_000);
+    assert!(wheel.levels() >= 4);
+    let peak = wheel.allocated_entries();
+    shuffle(&mut keys, 1);
+    for key in keys {
+        wheel.remove(key).unwrap();
+        assert!(wheel.allocated_entries() <= peak, "grew while shrinking");
+    }
+    wheel.assert_invariants();
+    let after = (
+        wheel.allocated_entries(),
+        wheel.levels(),
+        wheel.level_bytes(),
+    );
+    assert_eq!(after, baseline);
+}
+
+#[test]
+fn a_million_fired_timers_leave_the_wheel_at_its_baseline() {
+    let mut wheel: Wheel<u64> = Wheel::new(64);
+    let baseline = (
+        wheel.allocated_entries(),
+        wheel.levels(),
+        wheel.level_bytes(),
+    );
+    for i in 0..1_000_000 {
+        wheel.try_insert(spread(i), i).unwrap();
+    }
+    let mut fired = 0;
+    // Fired in several sweeps; each entry's owner frees it as it fires.
+    for now in [1_000, 100_000, 5_000_000, 10_000_000] {
+        while let Some(key) = wheel.pop_expired(now) {
+            wheel.remove(key).unwrap();
+            fired += 1;
+        }
+    }
+    assert_eq!(fired, 1_000_000);
+    wheel.assert_invariants();
+    let after = (
+        wheel.allocated_entries(),
+        wheel.levels(),
+        wheel.level_bytes(),
+    );
+    assert_eq!(after, baseline);
+}
+
+#[test]
+fn capacity_is_bounded_by_the_peak_while_a_survivor_holds_the_top() {
+    let mut wheel: Wheel<u64> = Wheel::new(64);
+    let keys: Vec<Key> = (0..10_000)
+        .map(|i| wheel.try_insert(5 + i, i).unwrap())
+        .collect();
+    let peak = wheel.allocated_entries();
+    let (&survivor, rest) = keys.split_last().unwrap();
+    for &key in rest {
+        wheel.remove(key).unwrap();
+    }
+    // Nothing can move, so the entry at the top holds the slab up to it
+    // (the trims only dropped the `Vec`'s slack above it).
+    assert_eq!(wheel.len(), 1);
+    let held = wheel.allocated_entries();
+    assert!(
+        held <= peak && held > survivor.index as usize,
+        "{held} of {peak}"
+    );
+    // New timers reuse the free slots below it: no growth.
+    let fresh: Vec<Key> = (0..5_000)
+        .map(|i| wheel.try_insert(7, i).unwrap())
+        .collect();
+    assert_eq!(wheel.allocated_entries(), held);
+    // Once the survivor goes, the slab shrinks to what is live.
+    wheel.remove(survivor).unwrap();
+    for key in fresh {
+        wheel.remove(key).unwrap();
+    }
+    assert_eq!(wheel.allocated_entries(), 0);
+    wheel.assert_invariants();
+}
+
+#[test]
+fn low_occupancy_releases_the_vacant_tail_while_timers_are_live() {
+    let mut wheel: Wheel<u64> = Wheel::new(64);
+    let keys: Vec<Key> = (0..8_192)
+        .map(|i| wheel.try_insert(5 + i, i).unwrap())
+        .collect();
+    let peak = wheel.allocated_entries();
+    // Free from the top down, keeping the lowest 1000.
+    for &key in keys[1000..].iter().rev() {
+        wheel.remove(key).unwrap();
+    }
+    assert_eq!(wheel.len(), 1000);
+    let cap = wheel.allocated_entries();
+    assert!(
+        cap < peak / 2,
+        "{cap} of {peak} still allocated for 1000 entries"
+    );
+    assert!(cap >= 1000);
+    // The live entries are untouched.
+    for (i, &key) in keys[..1000].iter().enumerate() {
+        assert_eq!(wheel.deadline(key), Some(5 + i as u64));
+    }
+    wheel.assert_invariants();
+}
+
+#[test]
+fn trimming_is_amortised_over_a_quarter_of_the_capacity() {
+    let mut wheel: Wheel<u64> = Wheel::new(64);
+    // Hold the top slot so no trim can shrink, then churn below a quarter
+    // occupancy: every removal meets the occupancy rule, so only the
+    // removal count keeps the trims apart.
+    let keys: Vec<Key> = (0..4_096)
+        .map(|i| wheel.try_insert(5 + i, i).unwrap())
+        .collect();
+    let capacity = wheel.allocated_entries();
+    for &key in &keys[..keys.len() - 1] {
+        wheel.remove(key).unwrap();
+    }
+    let trims_before = wheel.trims;
+    let removals = 100_000u64;
+    for i in 0..removals {
+        let key = wheel.try_insert(10 + i % 50, i).unwrap();
+        wheel.remove(key).unwrap();
+    }
+    let trims = wheel.trims - trims_before;
+    assert_eq!(wheel.allocated_entries(), capacity);
+    assert!(
+        trims <= removals / (capacity as u64 / 4) + 1,
+        "{trims} trims in {removals} removals at capacity {capacity}"
+    );
+    assert!(trims > 0, "the policy never ran");
+}
+
+#[test]
+fn a_wheel_below_the_floor_never_trims() {
+    let mut wheel: Wheel<u64> = Wheel::new(64);
+    for round in 0..100 {
+        let keys: Vec<Key> = (0..TRIM_FLOOR as u64)
+            .map(|i| wheel.try_insert(5 + i + round, i).unwrap())
+            .collect();
+        for key in keys {
+            wheel.remove(key).unwrap();
+        }
+    }
+    assert_eq!(wheel.trims, 0);
+    assert!(wheel.allocated_entries() <= TRIM_FLOOR);
+}
+
+#[test]
+fn empty_upper_levels_are_freed_at_the_next_trim() {
+    let mut wheel: Wheel<u64> = Wheel::with_trim_floor(4, 0);
+    let one_level = wheel.level_bytes();
+    let low = wheel.try_insert(2, 0).unwrap();
+    let far: Vec<Key> = (0..100)
+        .map(|i| wheel.try_insert(u64::MAX - i, i).unwrap())
+        .collect();
+    assert_eq!(wheel.levels(), max_levels(2));
+    assert!(wheel.level_bytes() > one_level);
+    let trims = wheel.trims;
+    for key in far {
+        wheel.remove(key).unwrap();
+    }
+    assert!(wheel.trims > trims, "no trim in 100 removals");
+    // Levels are freed lazily, by a trim, not by the removal that empties
+    // them (a far timer started and cancelled in a loop must not allocate
+    // and free levels every time). Churn at level 0 until the next trim.
+    let trims = wheel.trims;
+    for i in 0..1_000 {
+        let key = wheel.try_insert(3, i).unwrap();
+        wheel.remove(key).unwrap();
+        if wheel.trims > trims {
+            break;
+        }
+    }
+    assert!(wheel.trims > trims, "no trim in 1000 removals");
+    assert_eq!(wheel.levels(), 1);
+    assert_eq!(wheel.level_bytes(), one_level);
+    assert_eq!(drain(&mut wheel, 2), vec![(2, 0)]);
+    assert_eq!(wheel.remove(low), None);
+}
+
+#[test]
+fn a_stale_key_never_matches_an_entry_in_a_truncated_and_regrown_slab() {
+    let mut wheel: Wheel<u64> = Wheel::new(64);
+    let keys: Vec<Key> = (0..2_000)
+        .map(|i| wheel.try_insert(5 + i, i).unwrap())
+        .collect();
+    let stale = *keys.last().unwrap();
+    for key in keys {
+        wheel.remove(key).unwrap();
+    }
+    // Emptied above the floor: the slab is gone, slots and all.
+    assert_eq!(wheel.allocated_entries(), 0);
+    let fresh: Vec<Key> = (0..2_000)
+        .map(|i| wheel.try_insert(9, i).unwrap())
+        .collect();
+    let same_slot = fresh.iter().find(|k| k.index == stale.index).unwrap();
+    assert_ne!(same_slot.generation, stale.generation);
+    assert_eq!(wheel.remove(stale), None);
+    assert_eq!(wheel.reset(stale, 100), None);
+    assert_eq!(wheel.value_mut(stale), None);
+    assert_eq!(wheel.is_scheduled(stale), None);
+    assert_eq!(wheel.is_scheduled(*same_slot), Some(true));
+}
+
+// ---------------------------------------------------------------------------
+// Model test against a `BTreeMap`
+// ---------------------------------------------------------------------------
+
 /// One step of the model test.
 #[derive(Clone, Debug)]
 enum Op {
     Insert(u64),
+    /// Removes live entry `i % live`, scheduled or fired.
     Remove(usize),
+    /// Moves live entry `i % live`, scheduled or fired, `d` ticks from now.
     Reset(usize, u64),
-    Advance(u64),
+    /// Advances `d` ticks; fired entries are freed at once if `collect`,
+    /// otherwise they stay in the slab until removed or reset.
+    Advance(u64, bool),
+    /// Uses key `i % dead` of a removed entry: it must be stale.
+    Stale(usize),
 }
 
 fn delay() -> impl Strategy<Value = u64> {
@@ -156,6 +404,7 @@ fn delay() -> impl Strategy<Value = u64> {
         2 => 0u64..10_000_000,
         1 => Just(u64::MAX),
         1 => any::<u64>(),
+        1 => (32u32..64).prop_map(|bit| 1u64 << bit),
     ]
 }
 
@@ -164,16 +413,30 @@ fn op() -> impl Strategy<Value = Op> {
         4 => delay().prop_map(Op::Insert),
         2 => any::<usize>().prop_map(Op::Remove),
         2 => (any::<usize>(), delay()).prop_map(|(i, d)| Op::Reset(i, d)),
-        3 => delay().prop_map(Op::Advance),
+        3 => (delay(), prop::bool::weighted(0.7)).prop_map(|(d, c)| Op::Advance(d, c)),
+        1 => any::<usize>().prop_map(Op::Stale),
     ]
 }
 
+/// A live entry of the model: scheduled, or fired and not yet removed.
+#[derive(Clone, Copy, Debug)]
+struct Live {
+    id: u64,
+    deadline: u64,
+    key: Key,
+    fired: bool,
+}
+
 /// Runs `ops` on a wheel and on a `BTreeMap` of (deadline, id), checking that
-/// the same entries expire, in deadline order, none before its deadline.
-fn run_model(slots: usize, ops: &[Op]) {
-    let mut wheel: Wheel<u64> = Wheel::new(slots);
+/// the same entries expire, in deadline order, none before its deadline,
+/// each exactly once; that removed keys stay stale; that `next_expiration`
+/// never passes the earliest deadline; and that an empty wheel holds no
+/// more than its trim floor.
+fn run_model(slots: usize, trim_floor: usize, ops: &[Op]) {
+    let mut wheel: Wheel<u64> = Wheel::with_trim_floor(slots, trim_floor);
     let mut reference: BTreeMap<(u64, u64), Key> = BTreeMap::new();
-    let mut live: Vec<(u64, u64, Key)> = Vec::new(); // (id, deadline, key)
+    let mut live: Vec<Live> = Vec::new();
+    let mut dead: Vec<Key> = Vec::new();
     let mut now = 0u64;
     let mut next_id = 0u64;
     for op in ops {
@@ -186,7 +449,12 @@ fn run_model(slots: usize, ops: &[Op]) {
                     Ok(key) => {
                         assert!(deadline > wheel.elapsed());
                         reference.insert((deadline, id), key);
-                        live.push((id, deadline, key));
+                        live.push(Live {
+                            id,
+                            deadline,
+                            key,
+                            fired: false,
+                        });
                     }
                     Err(v) => {
                         assert_eq!(v, id);
@@ -198,31 +466,46 @@ fn run_model(slots: usize, ops: &[Op]) {
                 }
             }
             Op::Remove(i) if !live.is_empty() => {
-                let (id, deadline, key) = live.swap_remove(i % live.len());
-                assert_eq!(wheel.remove(key), Some(id));
-                assert!(reference.remove(&(deadline, id)).is_some());
+                let e = live.swap_remove(i % live.len());
+                assert_eq!(wheel.is_scheduled(e.key), Some(!e.fired));
+                assert_eq!(wheel.remove(e.key), Some(e.id));
+                assert_eq!(reference.remove(&(e.deadline, e.id)).is_some(), !e.fired);
+                dead.push(e.key);
             }
             Op::Reset(i, d) if !live.is_empty() => {
                 let i = i % live.len();
-                let (id, old, key) = live[i];
+                let e = live[i];
                 let deadline = now.saturating_add(d);
-                reference.remove(&(old, id)).unwrap();
-                match wheel.reset(key, deadline) {
+                if !e.fired {
+                    reference.remove(&(e.deadline, e.id)).unwrap();
+                }
+                live[i].deadline = deadline;
+                match wheel.reset(e.key, deadline) {
                     Some(true) => {
-                        reference.insert((deadline, id), key);
-                        live[i].1 = deadline;
+                        assert!(deadline > now);
+                        reference.insert((deadline, e.id), e.key);
+                        live[i].fired = false;
                     }
                     Some(false) => {
+                        // Due already: left fired, for its owner to free.
                         assert!(deadline <= now);
-                        assert_eq!(wheel.remove(key), Some(id));
-                        live.swap_remove(i);
+                        live[i].fired = true;
                     }
                     None => panic!("live key went stale"),
                 }
             }
-            Op::Advance(d) => {
+            Op::Advance(d, collect) => {
                 now = now.saturating_add(d);
-                let fired = drain(&mut wheel, now);
+                let mut fired = Vec::new();
+                while let Some(key) = wheel.pop_expired(now) {
+                    let deadline = wheel.deadline(key).unwrap();
+                    let id = *wheel.value_mut(key).unwrap();
+                    fired.push((deadline, id));
+                    let e = live.iter_mut().find(|e| e.id == id).expect("fired twice");
+                    assert!(!e.fired, "entry {id} fired twice");
+                    assert_eq!(e.key, key);
+                    e.fired = true;
+                }
                 let want: Vec<(u64, u64)> = reference
                     .range(..=(now, u64::MAX))
                     .map(|(&k, _)| k)
@@ -237,14 +520,47 @@ fn run_model(slots: usize, ops: &[Op]) {
                     assert!(*deadline <= now, "fired early");
                     reference.remove(&(*deadline, *id));
                 }
-                live.retain(|(id, deadline, _)| reference.contains_key(&(*deadline, *id)));
+                if collect {
+                    live.retain(|e| {
+                        if e.fired {
+                            assert_eq!(wheel.remove(e.key), Some(e.id));
+                            dead.push(e.key);
+                        }
+                        !e.fired
+                    });
+                }
                 assert_eq!(wheel.elapsed(), now);
+            }
+            Op::Stale(i) if !dead.is_empty() => {
+                let key = dead[i % dead.len()];
+                assert_eq!(wheel.is_scheduled(key), None);
+                assert_eq!(wheel.value_mut(key), None);
+                assert_eq!(wheel.reset(key, now.saturating_add(1)), None);
+                assert_eq!(wheel.remove(key), None);
             }
             _ => {}
         }
         wheel.assert_invariants();
         assert_eq!(wheel.scheduled(), reference.len());
-        assert_eq!(wheel.len(), reference.len());
+        assert_eq!(wheel.len(), live.len());
+        match reference.keys().next() {
+            None => assert_eq!(wheel.next_expiration(), None),
+            Some(&(earliest, _)) => {
+                let next = wheel.next_expiration().unwrap();
+                assert!(
+                    next > wheel.elapsed() && next <= earliest,
+                    "next expiration {next}, elapsed {}, earliest {earliest}",
+                    wheel.elapsed()
+                );
+            }
+        }
+        if wheel.len() == 0 {
+            assert!(wheel.allocated_entries() <= trim_floor);
+            if trim_floor == 0 {
+                // Every removal that empties it trims: back to one level.
+                assert_eq!((wheel.allocated_entries(), wheel.levels()), (0, 1));
+            }
+        }
     }
 }
 
@@ -253,16 +569,32 @@ proptest! {
 
     #[test]
     fn model_2_slots(ops in prop::collection::vec(op(), 1..200)) {
-        run_model(2, &ops);
+        run_model(2, TRIM_FLOOR, &ops);
     }
 
     #[test]
     fn model_4_slots(ops in prop::collection::vec(op(), 1..200)) {
-        run_model(4, &ops);
+        run_model(4, TRIM_FLOOR, &ops);
     }
 
     #[test]
     fn model_64_slots(ops in prop::collection::vec(op(), 1..200)) {
-        run_model(64, &ops);
+        run_model(64, TRIM_FLOOR, &ops);
+    }
+
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    /// A floor of a few entries: the slab is trimmed every few removals, and
+    /// nothing the model sees may change.
+    #[test]
+    fn model_trimming_all_the_time(
+        slots in prop::sample::select(vec![2usize, 4, 64]),
+        floor in 0usize..8,
+        ops in prop::collection::vec(op(), 1..300),
+    ) {
+        run_model(slots, floor, &ops);
     }
 }

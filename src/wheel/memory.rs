@@ -1,0 +1,117 @@
+//! Giving memory back: when and how the wheel trims its slab and levels.
+//!
+//! # Why only the tail
+//!
+//! The slab grows like a `Vec` (doubling) and a burst of timers leaves it at
+//! the burst's size. Its entries cannot be moved to compact it: every key is
+//! held outside the wheel (by a `Sleep`), and a key is an index. So the wheel
+//! can only release the vacant *tail* of the slab, the slots past the highest
+//! live entry. Each trim also rebuilds the slab's free list in ascending
+//! index order (that is what `Slab::compact` does when it is refused every
+//! move), so the timers started after it fill the lowest free slots rather
+//! than those around a live entry near the top; once that entry goes, the
+//! next trim can cut deeper.
+//!
+//! # When
+//!
+//! After a removal, if the slab holds more than `trim_floor` entries
+//! ([`TRIM_FLOOR`] outside tests) and either
+//!
+//! - the wheel is now empty, or
+//! - fewer than a quarter of its slots are live and at least a quarter of
+//!   its capacity has been removed since the last trim.
+//!
+//! A trim costs O(capacity) (the slab rebuilds its free list, and the `Vec`
+//! reallocates); the second rule pays for it with capacity / 4 removals, so
+//! removal stays O(1) amortised and a half-full wheel never trims. An empty
+//! wheel's trim is paid for by the inserts that grew it beyond the floor
+//! (it goes back to zero, so growing past the floor again takes as many).
+//! A steady population never trims, so it pays only the two comparisons.
+//! The price of giving memory back falls on a workload that bursts far above
+//! the floor and drains to empty over and over: each burst regrows the slab
+//! (`Vec` doubling onto fresh pages), which a wheel that kept its peak would
+//! not.
+//!
+//! # What it guarantees
+//!
+//! - The slab's capacity never exceeds what the peak number of live entries
+//!   made it (`Vec` growth, so below twice the peak).
+//! - When the wheel becomes empty its capacity is at most [`TRIM_FLOOR`]
+//!   entries: back to zero after any burst above the floor.
+//! - While entries are live and fewer than a quarter of the slots are in
+//!   use, a trim runs every capacity / 4 removals and cuts the slab to its
+//!   highest live slot: capacity follows that slot, lagging by up to
+//!   capacity / 4 removals. So timers cancelled newest first take the slab
+//!   down with them, while after a burst cancelled oldest first the
+//!   burst's newest survivor holds it up until it goes, and then until
+//!   the next trim (a wheel that goes quiet keeps that much until it
+//!   empties).
+//! - Trailing levels that have become empty are freed at each trim, so level
+//!   storage also returns to one level when a wheel above the floor
+//!   empties. Below the floor levels stay: freeing them when the wheel
+//!   empties would make a lone far timer, started and cancelled in a loop,
+//!   allocate and free them every time, to save a few KiB.
+//!
+//! # Generations survive
+//!
+//! Truncating the slab forgets its vacant slots, which is harmless because
+//! an entry's generation comes from the wheel-wide `next_generation`
+//! counter, not from the slot: an index that is truncated and later handed
+//! out again gets a generation that no key from the last 2^32 insertions
+//! carried, so a stale key never matches the new entry. (A per-slot
+//! generation, kept in the vacant slot, would be lost with the tail and
+//! restart, and a stale key could then match.)
+
+use super::level::Level;
+use super::Wheel;
+
+/// Slab capacity (in entries) up to which the wheel never trims: small
+/// wheels keep their slots, and a wheel that comes back to empty holds at
+/// most this many.
+pub(crate) const TRIM_FLOOR: usize = 1024;
+
+impl<T> Wheel<T> {
+    /// Entries the slab can hold without allocating: its capacity.
+    pub(crate) fn allocated_entries(&self) -> usize {
+        self.entries.capacity()
+    }
+
+    /// Heap bytes held by the levels: their slots, occupancy bitmaps and
+    /// the vector holding them.
+    pub(crate) fn level_bytes(&self) -> usize {
+        self.levels.capacity() * std::mem::size_of::<Level>()
+            + self.levels.iter().map(Level::heap_bytes).sum::<usize>()
+    }
+
+    /// Called after every removal from the slab; trims when the policy in
+    /// the module docs says so. Two comparisons on the common path.
+    pub(super) fn note_removal(&mut self) {
+        self.removals_since_trim += 1;
+        let capacity = self.entries.capacity();
+        if capacity <= self.trim_floor {
+            return;
+        }
+        let live = self.entries.len();
+        if live == 0 || (live < capacity / 4 && self.removals_since_trim >= capacity / 4) {
+            self.trim();
+        }
+    }
+
+    /// Releases the slab's vacant tail, rebuilds its free list in ascending
+    /// order, and frees trailing empty levels.
+    fn trim(&mut self) {
+        self.removals_since_trim = 0;
+        #[cfg(test)]
+        {
+            self.trims += 1;
+        }
+        // Every move is refused (keys live outside the wheel), so this pops
+        // the vacant tail, shrinks the `Vec`, and rebuilds the free list
+        // lowest index first, and moves nothing.
+        self.entries.compact(|_, _, _| false);
+        while self.levels.len() > 1 && self.levels.last().is_some_and(Level::is_empty) {
+            self.levels.pop();
+        }
+        self.levels.shrink_to_fit();
+    }
+}

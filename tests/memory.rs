@@ -1,0 +1,146 @@
+//! Memory returns to its baseline: after a million timers are registered
+//! and then cancelled, or fire, a `Timer`'s wheel holds no more than it did
+//! before (`Stats::allocated_entries`, `Stats::level_bytes`).
+//!
+//! Sleeps are registered by polling them once with a no-op waker, under
+//! tokio's paused clock, so a million cost a second or two in a debug build.
+//! The trim policy itself (amortisation, survivors at the top of the slab,
+//! stale keys) is unit-tested in `src/wheel/tests.rs`.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Waker};
+use std::time::Duration;
+
+use tokio::time;
+use wheel::{Instant, Sleep, Stats, Timer};
+
+const MILLION: u64 = 1_000_000;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// Polls every sleep once with a no-op waker; all must be pending.
+fn register(sleeps: &mut [Sleep]) {
+    let mut cx = Context::from_waker(Waker::noop());
+    for sleep in sleeps {
+        assert!(Pin::new(sleep).poll(&mut cx).is_pending());
+    }
+}
+
+/// The deadline of sleep `i`: spread over 1 ms to ~17 minutes, so the
+/// wheel needs four levels and the slab is filled out of deadline order.
+fn delay(i: u64) -> Duration {
+    ms(1 + i.wrapping_mul(2_654_435_761) % 1_000_000)
+}
+
+/// A deterministic shuffle (splitmix64).
+fn shuffle<X>(items: &mut [X], mut seed: u64) {
+    for i in (1..items.len()).rev() {
+        seed = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = seed;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        items.swap(i, (z % (i as u64 + 1)) as usize);
+    }
+}
+
+/// What must come back: the wheel's allocation and level storage.
+fn footprint(stats: &Stats) -> (usize, usize, usize) {
+    (stats.allocated_entries, stats.level_bytes, stats.levels)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_million_cancelled_sleeps_give_back_the_wheels_memory() {
+    let timer = Timer::builder().build().unwrap();
+    let baseline = timer.stats();
+    let mut sleeps: Vec<Sleep> = (0..MILLION).map(|i| timer.sleep(delay(i))).collect();
+    register(&mut sleeps);
+    let peak = timer.stats();
+    assert_eq!(peak.pending, MILLION as usize);
+    assert!(peak.allocated_entries >= MILLION as usize, "{peak:?}");
+    assert!(peak.levels >= 4 && peak.level_bytes > baseline.level_bytes);
+
+    // Dropped in a scattered order, as cancellations come.
+    shuffle(&mut sleeps, 7);
+    let half = sleeps.split_off(sleeps.len() / 2);
+    drop(sleeps);
+    let midway = timer.stats();
+    assert!(midway.allocated_entries <= peak.allocated_entries);
+    drop(half);
+
+    let after = timer.stats();
+    assert_eq!((after.pending, after.entries), (0, 0), "{after:?}");
+    assert_eq!(after.cancelled, MILLION);
+    assert_eq!(footprint(&after), footprint(&baseline), "{after:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_million_fired_sleeps_give_back_the_wheels_memory() {
+    let timer = Timer::builder().build().unwrap();
+    let baseline = timer.stats();
+    let start = Instant::now();
+    let mut sleeps: Vec<Sleep> = (0..MILLION).map(|i| timer.sleep(delay(i))).collect();
+    register(&mut sleeps);
+    assert!(timer.stats().allocated_entries >= MILLION as usize);
+
+    // Everything fires; each sleep frees its entry when polled.
+    time::advance(ms(1_000_001)).await;
+    assert_eq!(timer.stats().fired, MILLION);
+    let mut cx = Context::from_waker(Waker::noop());
+    for sleep in &mut sleeps {
+        assert!(Pin::new(sleep).poll(&mut cx).is_ready());
+    }
+    assert!(start.elapsed() >= ms(1_000_001));
+
+    let after = timer.stats();
+    assert_eq!((after.pending, after.entries), (0, 0), "{after:?}");
+    assert_eq!(footprint(&after), footprint(&baseline), "{after:?}");
+    drop(sleeps);
+    assert_eq!(footprint(&timer.stats()), footprint(&baseline));
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_sleeps_still_live_the_wheel_follows_its_highest_live_slot() {
+    let timer = Timer::builder().build().unwrap();
+    let mut sleeps: Vec<Sleep> = (0..100_000).map(|i| timer.sleep(delay(i))).collect();
+    register(&mut sleeps);
+    let peak = timer.stats().allocated_entries;
+    // The first 1000 (the lowest slab slots) live on.
+    let survivors: Vec<Sleep> = sleeps.drain(..1_000).collect();
+
+    // Cancelled newest first: the slab shrinks behind them, to within a
+    // factor of four (the trim threshold) of what is live.
+    while let Some(sleep) = sleeps.pop() {
+        drop(sleep);
+    }
+    let stats = timer.stats();
+    assert_eq!(stats.entries, 1_000);
+    assert!(stats.allocated_entries <= 4_096, "{stats:?}");
+
+    // Another burst, cancelled oldest first: its newest entry holds the top
+    // of the slab until it goes, and after that the next trim comes within
+    // a quarter of the capacity in removals. Meanwhile the capacity is
+    // bounded by the peak.
+    let mut burst: Vec<Sleep> = (0..99_000).map(|i| timer.sleep(delay(i))).collect();
+    register(&mut burst);
+    drop(burst);
+    let stats = timer.stats();
+    assert_eq!(stats.entries, 1_000);
+    assert!(stats.allocated_entries <= peak, "{stats:?}");
+    let mut cx = Context::from_waker(Waker::noop());
+    for i in 0..stats.allocated_entries as u64 / 4 {
+        let mut one = timer.sleep(delay(i));
+        assert!(Pin::new(&mut one).poll(&mut cx).is_pending());
+    }
+    let stats = timer.stats();
+    assert!(stats.allocated_entries <= 4_096, "{stats:?}");
+
+    // Empty again, the wheel keeps at most its floor of 1024 entries.
+    drop(survivors);
+    let stats = timer.stats();
+    assert_eq!(stats.entries, 0);
+    assert!(stats.allocated_entries <= 1_024, "{stats:?}");
+}
