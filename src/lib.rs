@@ -40,6 +40,13 @@
 //! its methods return the same futures. [`Timer::stats`] reports what is
 //! pending, fired and cancelled.
 //!
+//! # Keyed expirations
+//!
+//! [`DelayQueue`] holds values that come back, as a `futures::Stream` of
+//! [`Expired`] entries, once their deadline passes; each insert returns a
+//! [`Key`] that resets or removes the entry in O(1): the idle-connection
+//! reaper's data structure, with tokio-util's `DelayQueue` API.
+//!
 //! # Guarantees
 //!
 //! - Never early: deadlines round *up* to the next tick, and a timer fires
@@ -55,6 +62,7 @@
 #![deny(missing_docs)]
 #![warn(missing_debug_implementations, rust_2018_idioms, unreachable_pub)]
 
+mod delay_queue;
 mod driver;
 pub mod error;
 mod interval;
@@ -64,6 +72,7 @@ mod timeout;
 mod timer;
 mod wheel;
 
+pub use delay_queue::{DelayQueue, Expired, Key};
 pub use interval::{interval, interval_at, Interval, MissedTickBehavior};
 pub use sleep::{sleep, sleep_until, Sleep};
 /// `std::time::Duration`, re-exported as `tokio::time` does, so that
