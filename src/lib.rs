@@ -40,6 +40,13 @@
 //! its methods return the same futures. [`Timer::stats`] reports what is
 //! pending, fired and cancelled.
 //!
+//! # Keyed expirations
+//!
+//! [`DelayQueue`] holds values that come back, as a `futures::Stream` of
+//! [`Expired`](delay_queue::Expired) entries, once their deadline passes; each insert returns a
+//! [`Key`](delay_queue::Key) that resets or removes the entry in O(1): the idle-connection
+//! reaper's data structure, with tokio-util's `DelayQueue` API.
+//!
 //! # Guarantees
 //!
 //! - Never early: deadlines round *up* to the next tick, and a timer fires
@@ -56,6 +63,7 @@
 #![warn(missing_debug_implementations, rust_2018_idioms, unreachable_pub)]
 
 mod builder;
+pub mod delay_queue;
 mod driver;
 pub mod error;
 mod handle;
@@ -69,6 +77,8 @@ mod unfired;
 mod wheel;
 
 pub use builder::Builder;
+#[doc(inline)]
+pub use delay_queue::DelayQueue;
 pub use handle::TimerHandle;
 pub use interval::{interval, interval_at, Interval, MissedTickBehavior};
 pub use sleep::{sleep, sleep_until, Sleep};

@@ -78,6 +78,10 @@ impl Level {
         &mut self.slots[slot]
     }
 
+    pub(super) fn slot(&self, slot: usize) -> &List {
+        &self.slots[slot]
+    }
+
     pub(super) fn set_occupied(&mut self, slot: usize) {
         self.occupied[slot / 64] |= 1 << (slot % 64);
     }

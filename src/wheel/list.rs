@@ -29,6 +29,11 @@ impl List {
         self.head == NIL
     }
 
+    /// The first entry, if any.
+    pub(super) fn head(&self) -> Option<u32> {
+        (self.head != NIL).then_some(self.head)
+    }
+
     pub(super) fn push_back<T>(&mut self, entries: &mut Slab<Entry<T>>, key: u32) {
         let tail = self.tail;
         {

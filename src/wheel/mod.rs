@@ -26,6 +26,7 @@
 //! the occupancy bitmaps find the next one directly.
 
 mod entry;
+mod keyed;
 mod level;
 mod list;
 mod memory;

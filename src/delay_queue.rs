@@ -1,0 +1,868 @@
+//! [`DelayQueue`]: values handed back once their deadline has passed, each
+//! under a [`Key`] that resets or removes it in O(1); and [`Expired`], what
+//! the queue yields.
+//!
+//! # Design
+//!
+//! The queue owns a private `Wheel` (the same structure a [`Timer`] drives
+//! its sleeps with) holding the values themselves, so insert, reset and
+//! remove are O(1) and nothing is shared or locked. Its ticks lie on its
+//! timer's tick grid, counted from the queue's first use (creation for
+//! [`DelayQueue::with_timer`]): a deadline rounds up to a tick once, and the
+//! one [`Sleep`] the queue keeps on the timer, armed for the wheel's next
+//! expiration, then fires exactly at that tick rather than rounding again.
+//! The wheel covers every `u64` tick, so the queue has no maximum age and no
+//! maximum delay (tokio-util's wheel panicked once the queue was 2^36 ms
+//! old, tokio#5536).
+//!
+//! # Waking
+//!
+//! A task waiting in [`DelayQueue::poll_expired`] is parked on that `Sleep`
+//! and on nothing else, so every call that changes what the next poll would
+//! return must wake it by hand. The queue keeps the waker of the last poll
+//! and wakes it when
+//!
+//! - an insert or reset lands before the tick the `Sleep` is armed for (an
+//!   earlier deadline, or one already passed: tokio#1700, tokio#8274), or
+//!   when nothing is armed (the queue was empty);
+//! - a remove or [`clear`](DelayQueue::clear) empties the queue, so that the
+//!   next poll returns `Ready(None)` (tokio#6751, tokio#8320).
+//!
+//! A reset or remove that makes the next expiration *later* wakes nobody:
+//! the `Sleep` fires early, the poll finds nothing due and re-arms, which
+//! costs one poll and never loses an entry. An empty queue holds no timer
+//! entry at all.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::driver::Clock;
+use crate::wheel::{Key as EntryKey, Wheel};
+use crate::{Sleep, Timer};
+
+/// Slots per level of a queue built before it knows its timer (the default
+/// timer's geometry).
+const DEFAULT_SLOTS: usize = 64;
+/// "Nothing armed": no `Sleep` is waiting for a tick.
+const NEVER: u64 = u64::MAX;
+/// How far ahead a deadline that overflows `Instant` is put, as in tokio.
+const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);
+
+/// A queue of values, each handed back by [`poll_expired`] (or the
+/// `futures::Stream` impl) once its deadline has passed; the keyed timeouts
+/// of an idle-connection reaper, a cache's expiries, a retry schedule.
+///
+/// Each insert returns a [`Key`] with which the entry can be
+/// [`reset`](DelayQueue::reset) to a new deadline (a heartbeat) or
+/// [`remove`](DelayQueue::remove)d (the connection closed), both O(1). The
+/// API is tokio-util's `DelayQueue`; the storage is a hierarchical timing
+/// wheel private to the queue, and the one timer registration it needs is
+/// made on a [`Timer`] (the runtime's default one unless given
+/// [`with_timer`](DelayQueue::with_timer)).
+///
+/// # Timing
+///
+/// Never early: an entry is yielded only once its timer's clock
+/// ([`Timer::now`]) has reached its deadline, rounded up to the timer's
+/// tick; at most a tick plus scheduling late. Entries come out in the order
+/// of their deadlines' ticks, except that one inserted or reset to an
+/// already-passed deadline joins the end of the entries already due.
+///
+/// # Keys
+///
+/// A key names one entry until that entry is yielded, removed or cleared;
+/// after that it is *stale*, even once its slot is reused: [`try_remove`]
+/// returns `None`, and [`remove`], [`reset`], [`reset_at`] and
+/// [`deadline`] panic with a message saying the key is stale. Keys carry a
+/// 32-bit generation, so a stale key could only alias a new entry if it were
+/// kept across 2^32 further inserts that all reused its slot.
+///
+/// # An empty queue
+///
+/// [`poll_expired`] returns `Ready(None)` when the queue is empty (as
+/// tokio-util's does) and the stream then ends, but the queue is not fused:
+/// inserting again makes it yield again, and a task that polled the empty
+/// queue is woken by that insert.
+///
+/// [`poll_expired`]: DelayQueue::poll_expired
+/// [`try_remove`]: DelayQueue::try_remove
+/// [`remove`]: DelayQueue::remove
+/// [`reset`]: DelayQueue::reset
+/// [`reset_at`]: DelayQueue::reset_at
+/// [`deadline`]: DelayQueue::deadline
+///
+/// # Examples
+///
+/// ```
+/// use futures::StreamExt;
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let mut idle = wheel::DelayQueue::new();
+/// let a = idle.insert("conn a", Duration::from_millis(300));
+/// let _b = idle.insert("conn b", Duration::from_millis(300));
+///
+/// wheel::sleep(Duration::from_millis(200)).await;
+/// idle.reset(&a, Duration::from_millis(300)); // a heartbeat from a
+///
+/// let first = idle.next().await.unwrap();
+/// assert_eq!(*first.get_ref(), "conn b"); // b went silent
+/// let second = idle.next().await.unwrap();
+/// assert_eq!(second.into_inner(), "conn a");
+/// assert!(idle.next().await.is_none()); // empty
+/// # }
+/// ```
+pub struct DelayQueue<T> {
+    wheel: Wheel<Item<T>>,
+    /// The timer and the queue's tick grid; set on first use unless built
+    /// `with_timer`.
+    bound: Option<Bound>,
+    /// Armed for the wheel's next expiration while entries are pending.
+    sleep: Option<Sleep>,
+    /// The tick `sleep` is armed for, or `NEVER`.
+    armed: u64,
+    /// The waker of the last `poll_expired`, woken by the calls listed in
+    /// the module notes.
+    waker: Option<Waker>,
+}
+
+/// One entry's value and the deadline it was given (before rounding).
+struct Item<T> {
+    value: T,
+    deadline: Instant,
+}
+
+/// The timer a queue uses, and the queue's tick grid on it.
+struct Bound {
+    timer: Timer,
+    clock: Clock,
+}
+
+impl Bound {
+    fn new(timer: Timer) -> Bound {
+        let now = timer.now();
+        // Tick 0 starts at the timer's last tick boundary, so the queue's
+        // ticks are the timer's ticks and a deadline is rounded up once, not
+        // once by the queue and again by the timer. Never after `now`: a
+        // deadline before the origin maps to tick 0, due at once.
+        let grid = timer.shared().clock();
+        let origin = grid
+            .instant_at(grid.now_tick(now))
+            .map_or(now, |start| start.min(now));
+        let clock = Clock::new(origin, timer.tick());
+        Bound { timer, clock }
+    }
+}
+
+impl<T> DelayQueue<T> {
+    /// An empty queue on the current runtime's default timer, which it looks
+    /// up on first use (so creating one outside a runtime is fine).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let queue: wheel::DelayQueue<u32> = wheel::DelayQueue::new();
+    /// assert!(queue.is_empty());
+    /// ```
+    pub fn new() -> DelayQueue<T> {
+        DelayQueue::with_capacity(0)
+    }
+
+    /// An empty queue with room for `capacity` entries before it
+    /// reallocates, on the default timer as with [`new`](DelayQueue::new).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let queue: wheel::DelayQueue<u32> = wheel::DelayQueue::with_capacity(1000);
+    /// assert!(queue.capacity() >= 1000);
+    /// ```
+    pub fn with_capacity(capacity: usize) -> DelayQueue<T> {
+        DelayQueue {
+            wheel: Wheel::with_capacity(DEFAULT_SLOTS, capacity),
+            bound: None,
+            sleep: None,
+            armed: NEVER,
+            waker: None,
+        }
+    }
+
+    /// An empty queue on `timer`: its deadlines round up to that timer's
+    /// tick, and it follows that timer's clock.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let coarse = wheel::Timer::builder().tick(Duration::from_millis(100)).build().unwrap();
+    /// let mut queue = wheel::DelayQueue::with_timer(coarse);
+    /// let start = wheel::Instant::now();
+    /// queue.insert((), Duration::from_millis(150));
+    /// std::future::poll_fn(|cx| queue.poll_expired(cx)).await;
+    /// assert_eq!(start.elapsed(), Duration::from_millis(200)); // rounded up, never down
+    /// # }
+    /// ```
+    pub fn with_timer(timer: Timer) -> DelayQueue<T> {
+        let slots = timer.slots_per_level();
+        DelayQueue {
+            wheel: Wheel::new(slots),
+            bound: Some(Bound::new(timer)),
+            sleep: None,
+            armed: NEVER,
+            waker: None,
+        }
+    }
+
+    /// Inserts `value`, to be yielded once `timeout` has elapsed. A zero
+    /// timeout makes it due at once. A timeout that overflows `Instant`
+    /// becomes about 30 years, as in tokio.
+    ///
+    /// If this is now the earliest entry, a task waiting in
+    /// [`poll_expired`](DelayQueue::poll_expired) is woken to re-arm.
+    ///
+    /// # Panics
+    ///
+    /// Panics if the queue has no timer yet (built with
+    /// [`new`](DelayQueue::new)) and is used outside a tokio runtime with
+    /// timers enabled.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut queue = wheel::DelayQueue::new();
+    /// let key = queue.insert("later", Duration::from_secs(5));
+    /// assert_eq!(queue.deadline(&key) - wheel::Instant::now(), Duration::from_secs(5));
+    /// # }
+    /// ```
+    #[track_caller]
+    pub fn insert(&mut self, value: T, timeout: Duration) -> Key {
+        let deadline = self.deadline_after(timeout);
+        self.insert_at(value, deadline)
+    }
+
+    /// Inserts `value`, to be yielded once `deadline` has passed; a deadline
+    /// already passed makes it due at once.
+    ///
+    /// # Panics
+    ///
+    /// As [`insert`](DelayQueue::insert): outside a runtime, before the queue
+    /// has a timer.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut queue = wheel::DelayQueue::new();
+    /// let deadline = wheel::Instant::now() + Duration::from_secs(1);
+    /// let key = queue.insert_at("job", deadline);
+    /// assert_eq!(queue.deadline(&key), deadline);
+    /// # }
+    /// ```
+    #[track_caller]
+    pub fn insert_at(&mut self, value: T, deadline: Instant) -> Key {
+        let tick = self.bound().clock.deadline_tick(deadline);
+        let key = self.wheel.insert(tick, Item { value, deadline });
+        self.wake_if_before(tick);
+        Key(key)
+    }
+
+    /// Moves the entry's deadline to `timeout` from now, whether that is
+    /// later or earlier; a zero timeout makes it due at once (and wakes a
+    /// waiting task).
+    ///
+    /// # Panics
+    ///
+    /// Panics if `key` is stale (its entry was yielded, removed or cleared).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut queue = wheel::DelayQueue::new();
+    /// let key = queue.insert("conn", Duration::from_millis(300));
+    /// wheel::sleep(Duration::from_millis(200)).await;
+    /// queue.reset(&key, Duration::from_millis(300)); // heartbeat
+    /// assert_eq!(queue.deadline(&key) - wheel::Instant::now(), Duration::from_millis(300));
+    /// # }
+    /// ```
+    #[track_caller]
+    pub fn reset(&mut self, key: &Key, timeout: Duration) {
+        let deadline = self.deadline_after(timeout);
+        self.reset_at(key, deadline);
+    }
+
+    /// Moves the entry's deadline to `deadline`; one already passed makes
+    /// it due at once and wakes a waiting task.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `key` is stale.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut queue = wheel::DelayQueue::new();
+    /// let key = queue.insert("conn", Duration::from_secs(60));
+    /// queue.reset_at(&key, wheel::Instant::now()); // close it now
+    /// let expired = std::future::poll_fn(|cx| queue.poll_expired(cx)).await.unwrap();
+    /// assert_eq!(expired.key(), key);
+    /// # }
+    /// ```
+    #[track_caller]
+    pub fn reset_at(&mut self, key: &Key, deadline: Instant) {
+        let tick = self.bound().clock.deadline_tick(deadline);
+        if self.wheel.reschedule(key.0, tick).is_none() {
+            stale_key("reset");
+        }
+        if let Some(item) = self.wheel.value_mut(key.0) {
+            item.deadline = deadline;
+        }
+        self.wake_if_before(tick);
+    }
+
+    /// Removes the entry and returns its value. If that empties the queue, a
+    /// task waiting in [`poll_expired`](DelayQueue::poll_expired) is woken
+    /// to see `Ready(None)`.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `key` is stale; [`try_remove`](DelayQueue::try_remove)
+    /// returns `None` instead.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut queue = wheel::DelayQueue::new();
+    /// let key = queue.insert("conn", Duration::from_secs(1));
+    /// assert_eq!(queue.remove(&key), "conn");
+    /// assert!(queue.is_empty());
+    /// # }
+    /// ```
+    #[track_caller]
+    pub fn remove(&mut self, key: &Key) -> T {
+        match self.try_remove(key) {
+            Some(value) => value,
+            None => stale_key("remove"),
+        }
+    }
+
+    /// Removes the entry and returns its value, or `None` if `key` is stale
+    /// (the entry was already yielded, removed or cleared).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut queue = wheel::DelayQueue::new();
+    /// let key = queue.insert("conn", Duration::from_secs(1));
+    /// assert_eq!(queue.try_remove(&key), Some("conn"));
+    /// assert_eq!(queue.try_remove(&key), None);
+    /// # }
+    /// ```
+    pub fn try_remove(&mut self, key: &Key) -> Option<T> {
+        let item = self.wheel.remove(key.0)?;
+        if self.wheel.len() == 0 {
+            self.disarm();
+            self.wake();
+        }
+        Some(item.value)
+    }
+
+    /// The deadline the entry was given (before rounding up to a tick).
+    ///
+    /// # Panics
+    ///
+    /// Panics if `key` is stale.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut queue = wheel::DelayQueue::new();
+    /// let at = wheel::Instant::now() + Duration::from_micros(1500);
+    /// let key = queue.insert_at((), at);
+    /// assert_eq!(queue.deadline(&key), at);
+    /// # }
+    /// ```
+    #[track_caller]
+    pub fn deadline(&self, key: &Key) -> Instant {
+        match self.wheel.value(key.0) {
+            Some(item) => item.deadline,
+            None => stale_key("deadline"),
+        }
+    }
+
+    /// The key of the entry that will be yielded next, or `None` if the queue
+    /// is empty. Among entries due in the same tick, the one yielded first.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut queue = wheel::DelayQueue::new();
+    /// assert_eq!(queue.peek(), None);
+    /// queue.insert("b", Duration::from_secs(2));
+    /// let a = queue.insert("a", Duration::from_secs(1));
+    /// assert_eq!(queue.peek(), Some(a));
+    /// # }
+    /// ```
+    pub fn peek(&self) -> Option<Key> {
+        self.wheel.peek().map(Key)
+    }
+
+    /// Entries in the queue, due or not.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut queue = wheel::DelayQueue::new();
+    /// queue.insert(1, std::time::Duration::from_secs(1));
+    /// assert_eq!(queue.len(), 1);
+    /// # }
+    /// ```
+    pub fn len(&self) -> usize {
+        self.wheel.len()
+    }
+
+    /// Whether the queue holds no entry.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let queue: wheel::DelayQueue<()> = wheel::DelayQueue::new();
+    /// assert!(queue.is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.wheel.len() == 0
+    }
+
+    /// Entries the queue holds before it reallocates.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let queue: wheel::DelayQueue<()> = wheel::DelayQueue::with_capacity(64);
+    /// assert!(queue.capacity() >= 64);
+    /// ```
+    pub fn capacity(&self) -> usize {
+        self.wheel.capacity()
+    }
+
+    /// Makes room for at least `additional` more entries.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let mut queue: wheel::DelayQueue<()> = wheel::DelayQueue::new();
+    /// queue.reserve(100);
+    /// assert!(queue.capacity() >= 100);
+    /// ```
+    pub fn reserve(&mut self, additional: usize) {
+        self.wheel.reserve(additional);
+    }
+
+    /// Releases memory the queue no longer needs. Entries never move, so
+    /// capacity below the highest slot still in use stays; keys stay valid.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut queue = wheel::DelayQueue::with_capacity(10_000);
+    /// let key = queue.insert("kept", std::time::Duration::from_secs(1));
+    /// queue.shrink_to_fit();
+    /// assert!(queue.capacity() < 10_000);
+    /// assert_eq!(queue.remove(&key), "kept");
+    /// # }
+    /// ```
+    pub fn shrink_to_fit(&mut self) {
+        self.wheel.shrink_to_fit();
+    }
+
+    /// Drops every entry; every key handed out so far becomes stale. A task
+    /// waiting in [`poll_expired`](DelayQueue::poll_expired) is woken to see
+    /// `Ready(None)`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut queue = wheel::DelayQueue::new();
+    /// let key = queue.insert("a", std::time::Duration::from_secs(1));
+    /// queue.clear();
+    /// assert!(queue.is_empty());
+    /// assert_eq!(queue.try_remove(&key), None);
+    /// # }
+    /// ```
+    pub fn clear(&mut self) {
+        let had_entries = !self.is_empty();
+        self.wheel.clear();
+        self.disarm();
+        if had_entries {
+            self.wake();
+        }
+    }
+
+    /// The next expired entry: `Ready(Some(_))` with an entry whose deadline
+    /// has passed, `Pending` (the task is woken when one is due, or when an
+    /// insert, reset or remove changes what this would return), or
+    /// `Ready(None)` when the queue is empty.
+    ///
+    /// `Ready(None)` does not end the queue: after an insert it yields
+    /// again, and the task that saw `Ready(None)` is woken by that insert.
+    ///
+    /// # Panics
+    ///
+    /// Panics if entries are pending and the timer's runtime has shut down,
+    /// as a pending [`Sleep`] does: the queue could never yield them.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::future::poll_fn;
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut queue = wheel::DelayQueue::new();
+    /// queue.insert("a", Duration::from_millis(10));
+    /// let expired = poll_fn(|cx| queue.poll_expired(cx)).await.unwrap();
+    /// assert_eq!(expired.into_inner(), "a");
+    /// assert!(poll_fn(|cx| queue.poll_expired(cx)).await.is_none());
+    /// # }
+    /// ```
+    pub fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<Option<Expired<T>>> {
+        match &self.waker {
+            Some(held) if held.will_wake(cx.waker()) => {}
+            _ => self.waker = Some(cx.waker().clone()),
+        }
+        if self.is_empty() {
+            self.disarm();
+            return Poll::Ready(None);
+        }
+        let DelayQueue {
+            wheel,
+            bound,
+            sleep,
+            armed,
+            ..
+        } = self;
+        let Some(Bound { timer, clock }) = bound else {
+            unreachable!("a queue with entries has a timer");
+        };
+        loop {
+            let now = clock.now_tick(timer.now());
+            if let Some(key) = wheel.pop_expired(now) {
+                let item = wheel.remove(key).expect("a popped entry is in the slab");
+                if wheel.len() == 0 {
+                    // Nothing left to wait for: free the timer entry now.
+                    *sleep = None;
+                    *armed = NEVER;
+                }
+                return Poll::Ready(Some(Expired {
+                    value: item.value,
+                    deadline: item.deadline,
+                    key: Key(key),
+                }));
+            }
+            let next = wheel
+                .next_expiration()
+                .expect("a non-empty queue has a next expiration");
+            let Some(at) = clock.instant_at(next) else {
+                // Beyond what `Instant` can express: it never comes. Only an
+                // insert or reset (which wakes us, nothing being armed) can
+                // change that.
+                *sleep = None;
+                *armed = NEVER;
+                return Poll::Pending;
+            };
+            let alarm = sleep.get_or_insert_with(|| timer.sleep_until(at));
+            if alarm.deadline() != at {
+                Pin::new(&mut *alarm).reset(at);
+            }
+            *armed = next;
+            if Pin::new(alarm).poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            if clock.now_tick(timer.now()) < next {
+                // The sleep completed, yet the timer's clock has not reached
+                // its tick: no progress is possible now. Ask to be polled
+                // again rather than spin here.
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+        }
+    }
+
+    /// The queue's timer and tick grid, looked up on first use.
+    #[track_caller]
+    fn bound(&mut self) -> &Bound {
+        if self.bound.is_none() {
+            let timer = match Timer::try_current() {
+                Ok(timer) => timer,
+                Err(e) => panic!("wheel: a DelayQueue needs a timer: {e}"),
+            };
+            self.bound = Some(Bound::new(timer));
+        }
+        self.bound.as_ref().expect("bound above")
+    }
+
+    /// `timeout` from the timer's now, or about 30 years on overflow.
+    #[track_caller]
+    fn deadline_after(&mut self, timeout: Duration) -> Instant {
+        let now = self.bound().timer.now();
+        now.checked_add(timeout)
+            .or_else(|| now.checked_add(FAR_FUTURE))
+            .unwrap_or(now)
+    }
+
+    /// Wakes the waiting task if an entry at `tick` comes before the tick the
+    /// sleep is armed for (or nothing is armed): its `Sleep` would wake it
+    /// too late, or never.
+    fn wake_if_before(&mut self, tick: u64) {
+        if tick < self.armed || self.sleep.is_none() {
+            self.wake();
+        }
+    }
+
+    fn wake(&mut self) {
+        if let Some(waker) = self.waker.take() {
+            waker.wake();
+        }
+    }
+
+    /// Drops the sleep, and with it the queue's entry in the timer.
+    fn disarm(&mut self) {
+        self.sleep = None;
+        self.armed = NEVER;
+    }
+}
+
+#[track_caller]
+fn stale_key(operation: &str) -> ! {
+    panic!(
+        "wheel: DelayQueue::{operation} with a stale key: its entry was already \
+         yielded, removed or cleared"
+    )
+}
+
+impl<T> Default for DelayQueue<T> {
+    fn default() -> DelayQueue<T> {
+        DelayQueue::new()
+    }
+}
+
+/// The queue never pins its values: they live in a slab and move freely.
+impl<T> Unpin for DelayQueue<T> {}
+
+impl<T> fmt::Debug for DelayQueue<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DelayQueue")
+            .field("len", &self.len())
+            .field("timer", &self.bound.as_ref().map(|b| &b.timer))
+            .finish_non_exhaustive()
+    }
+}
+
+/// The expired entries, in deadline order; `None` when the queue is empty
+/// (see [`DelayQueue::poll_expired`]).
+impl<T> futures_core::Stream for DelayQueue<T> {
+    type Item = Expired<T>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Expired<T>>> {
+        self.get_mut().poll_expired(cx)
+    }
+}
+
+/// Names one entry of a [`DelayQueue`], from its insert until it is yielded,
+/// removed or cleared; stale after that (see [`DelayQueue`]'s "Keys").
+///
+/// Small and `Copy`, `Eq` and `Hash`: keep it in the connection's state or
+/// in a map.
+///
+/// # Examples
+///
+/// ```
+/// use std::collections::HashMap;
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let mut queue = wheel::DelayQueue::new();
+/// let mut by_key = HashMap::new();
+/// let key: wheel::delay_queue::Key = queue.insert(7u32, Duration::from_secs(1));
+/// by_key.insert(key, "conn 7");
+/// assert_eq!(by_key[&key], "conn 7");
+/// # }
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Key(EntryKey);
+
+impl fmt::Debug for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Key")
+            .field("index", &self.0.index)
+            .field("generation", &self.0.generation)
+            .finish()
+    }
+}
+
+/// An entry yielded by a [`DelayQueue`] once its deadline passed: the value,
+/// the deadline it was given and the key it had (now stale).
+///
+/// # Examples
+///
+/// ```
+/// use futures::StreamExt;
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let mut queue = wheel::DelayQueue::new();
+/// let key = queue.insert("a", Duration::from_millis(5));
+/// let expired: wheel::delay_queue::Expired<&str> = queue.next().await.unwrap();
+/// assert_eq!(expired.key(), key);
+/// assert!(expired.deadline() <= wheel::Instant::now());
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Expired<T> {
+    value: T,
+    deadline: Instant,
+    key: Key,
+}
+
+impl<T> Expired<T> {
+    /// The value.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use futures::StreamExt;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut queue = wheel::DelayQueue::new();
+    /// queue.insert(String::from("a"), std::time::Duration::ZERO);
+    /// let value: String = queue.next().await.unwrap().into_inner();
+    /// assert_eq!(value, "a");
+    /// # }
+    /// ```
+    pub fn into_inner(self) -> T {
+        self.value
+    }
+
+    /// A reference to the value.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use futures::StreamExt;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut queue = wheel::DelayQueue::new();
+    /// queue.insert(3, std::time::Duration::ZERO);
+    /// assert_eq!(*queue.next().await.unwrap().get_ref(), 3);
+    /// # }
+    /// ```
+    pub fn get_ref(&self) -> &T {
+        &self.value
+    }
+
+    /// A mutable reference to the value.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use futures::StreamExt;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut queue = wheel::DelayQueue::new();
+    /// queue.insert(3, std::time::Duration::ZERO);
+    /// let mut expired = queue.next().await.unwrap();
+    /// *expired.get_mut() += 1;
+    /// assert_eq!(expired.into_inner(), 4);
+    /// # }
+    /// ```
+    pub fn get_mut(&mut self) -> &mut T {
+        &mut self.value
+    }
+
+    /// The deadline the entry was given (before rounding up to a tick): it
+    /// has passed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use futures::StreamExt;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut queue = wheel::DelayQueue::new();
+    /// let at = wheel::Instant::now() + std::time::Duration::from_millis(7);
+    /// queue.insert_at((), at);
+    /// assert_eq!(queue.next().await.unwrap().deadline(), at);
+    /// # }
+    /// ```
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// The key the entry had; stale now, but useful to find the entry in a
+    /// map kept beside the queue.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use futures::StreamExt;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut queue = wheel::DelayQueue::new();
+    /// let key = queue.insert((), std::time::Duration::ZERO);
+    /// let expired = queue.next().await.unwrap();
+    /// assert_eq!(expired.key(), key);
+    /// assert_eq!(queue.try_remove(&key), None);
+    /// # }
+    /// ```
+    pub fn key(&self) -> Key {
+        self.key
+    }
+}

@@ -1,0 +1,232 @@
+//! What a keyed queue (`crate::DelayQueue`) needs from the wheel beyond
+//! what the driver uses.
+//!
+//! The driver never stores an entry whose tick has passed: `try_insert` hands
+//! the value back and the `Sleep` completes at once. A queue must keep such
+//! an entry until `poll_expired` yields it, and must let it be removed or
+//! reset by key meanwhile, so here an insert or reset into the past links the
+//! entry into the due list, which `pop_expired` empties first. Everything
+//! else (capacity, clearing, peeking) is bookkeeping on the slab and lists.
+//!
+//! Kept in its own file so the driver's operations in `mod.rs` stay as they
+//! are.
+
+use super::entry::{Entry, Place, NIL};
+use super::level::{slot_for, Level};
+use super::list::List;
+use super::{Key, Wheel};
+use slab::Slab;
+
+impl<T> Wheel<T> {
+    /// A wheel like [`Wheel::new`] whose slab has room for `capacity`
+    /// entries before it reallocates.
+    pub(crate) fn with_capacity(slots_per_level: usize, capacity: usize) -> Wheel<T> {
+        let mut wheel = Wheel::new(slots_per_level);
+        wheel.entries = Slab::with_capacity(capacity);
+        wheel
+    }
+
+    /// Entries the slab holds before it reallocates.
+    pub(crate) fn capacity(&self) -> usize {
+        self.entries.capacity()
+    }
+
+    /// Makes room for at least `additional` more entries.
+    pub(crate) fn reserve(&mut self, additional: usize) {
+        self.entries.reserve(additional);
+    }
+
+    /// Releases slab capacity past the last live entry (keys stay valid:
+    /// entries never move) and levels above the highest occupied one.
+    pub(crate) fn shrink_to_fit(&mut self) {
+        self.entries.shrink_to_fit();
+        let needed = (64 - self.occupied_levels.leading_zeros() as usize).max(1);
+        self.levels.truncate(needed);
+        self.levels.shrink_to_fit();
+    }
+
+    /// Stores `value` to expire at `deadline`. Unlike
+    /// [`try_insert`](Wheel::try_insert), a deadline at or before `elapsed`
+    /// is kept too: it goes to the due list, and the next `pop_expired`
+    /// hands it out (after the entries already due).
+    pub(crate) fn insert(&mut self, deadline: u64, value: T) -> Key {
+        let generation = self.next_generation;
+        self.next_generation = generation.wrapping_add(1);
+        let index = self.entries.insert(Entry {
+            deadline,
+            prev: NIL,
+            next: NIL,
+            generation,
+            place: Place::Unlinked,
+            value,
+        });
+        let index = u32::try_from(index)
+            .ok()
+            .filter(|&i| i != NIL)
+            .expect("a wheel holds at most u32::MAX - 1 entries");
+        self.link(index);
+        Key { index, generation }
+    }
+
+    /// Moves a current entry to `deadline`; one at or before `elapsed` goes
+    /// to the due list, as with [`insert`](Wheel::insert). `None` if the key
+    /// is stale.
+    pub(crate) fn reschedule(&mut self, key: Key, deadline: u64) -> Option<()> {
+        self.check(key)?;
+        self.unlink(key.index);
+        self.entries[key.index as usize].deadline = deadline;
+        self.link(key.index);
+        Some(())
+    }
+
+    /// The entry's value, if the key is current.
+    pub(crate) fn value(&self, key: Key) -> Option<&T> {
+        self.check(key)?;
+        Some(&self.entries[key.index as usize].value)
+    }
+
+    /// Drops every entry. `elapsed` stays (time does not go back) and so
+    /// does the generation counter, so every key handed out so far is stale.
+    pub(crate) fn clear(&mut self) {
+        self.entries.clear();
+        let slots = 1 << self.bits;
+        self.levels.clear();
+        self.levels.push(Level::new(slots));
+        self.occupied_levels = 0;
+        self.due = List::EMPTY;
+        self.scheduled = 0;
+    }
+
+    /// The scheduled entry `pop_expired` hands out first once its tick has
+    /// come: the head of the due list, or else the earliest deadline in the
+    /// next occupied slot (the lowest occupied level holds the earliest
+    /// deadlines; among equal deadlines, the first in the slot). O(entries in
+    /// that slot).
+    pub(crate) fn peek(&self) -> Option<Key> {
+        let index = match self.due.head() {
+            Some(index) => index,
+            None => {
+                let (level, slot) = self.next_slot()?;
+                let list = self.levels[level].slot(slot);
+                let mut best = list.head()?;
+                let mut at = self.entries[best as usize].next;
+                while at != NIL {
+                    let entry = &self.entries[at as usize];
+                    if entry.deadline < self.entries[best as usize].deadline {
+                        best = at;
+                    }
+                    at = entry.next;
+                }
+                debug_assert_eq!(
+                    slot_for(self.entries[best as usize].deadline, level, self.bits),
+                    slot
+                );
+                best
+            }
+        };
+        Some(Key {
+            index,
+            generation: self.entries[index as usize].generation,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn drain(wheel: &mut Wheel<u64>, now: u64) -> Vec<u64> {
+        let mut out = Vec::new();
+        while let Some(key) = wheel.pop_expired(now) {
+            out.push(wheel.remove(key).unwrap());
+        }
+        wheel.assert_invariants();
+        out
+    }
+
+    #[test]
+    fn an_insert_into_the_past_is_kept_and_due_at_once() {
+        let mut wheel = Wheel::new(64);
+        drain(&mut wheel, 100);
+        let past = wheel.insert(3, 1);
+        let now = wheel.insert(100, 2);
+        wheel.insert(101, 3);
+        wheel.assert_invariants();
+        assert_eq!(wheel.scheduled(), 3);
+        assert_eq!(wheel.peek(), Some(past));
+        assert_eq!(wheel.next_expiration(), Some(100));
+        assert_eq!(wheel.remove(now), Some(2));
+        assert_eq!(drain(&mut wheel, 100), vec![1]);
+        assert_eq!(drain(&mut wheel, 101), vec![3]);
+    }
+
+    #[test]
+    fn reschedule_moves_either_way_and_refuses_stale_keys() {
+        let mut wheel = Wheel::new(4);
+        drain(&mut wheel, 50);
+        let a = wheel.insert(1000, 1);
+        let b = wheel.insert(60, 2);
+        assert_eq!(wheel.reschedule(a, 10), Some(()));
+        assert_eq!(wheel.reschedule(b, 5000), Some(()));
+        wheel.assert_invariants();
+        assert_eq!(wheel.peek(), Some(a));
+        assert_eq!(drain(&mut wheel, 50), vec![1]);
+        assert_eq!(wheel.reschedule(a, 70), None);
+        assert_eq!(wheel.peek(), Some(b));
+        assert_eq!(drain(&mut wheel, 4999), Vec::<u64>::new());
+        assert_eq!(drain(&mut wheel, 5000), vec![2]);
+    }
+
+    #[test]
+    fn peek_finds_the_earliest_deadline_inside_a_coarse_slot() {
+        let mut wheel = Wheel::new(64);
+        // All in level 1's slot 1 (ticks 64..128), in no particular order.
+        let keys: Vec<_> = [120, 100, 90, 100]
+            .iter()
+            .map(|&d| wheel.insert(d, d))
+            .collect();
+        assert_eq!(wheel.peek(), Some(keys[2]));
+        wheel.remove(keys[2]);
+        assert_eq!(wheel.peek(), Some(keys[1]), "first of equal deadlines");
+        assert_eq!(drain(&mut wheel, 100), vec![100, 100]);
+        assert_eq!(wheel.peek(), Some(keys[0]));
+        drain(&mut wheel, 200);
+        assert_eq!(wheel.peek(), None);
+    }
+
+    #[test]
+    fn clear_makes_every_old_key_stale() {
+        let mut wheel = Wheel::new(64);
+        drain(&mut wheel, 7);
+        let old: Vec<_> = (0..100).map(|i| wheel.insert(8 + i * 1000, i)).collect();
+        wheel.clear();
+        wheel.assert_invariants();
+        assert_eq!((wheel.len(), wheel.scheduled(), wheel.levels()), (0, 0, 1));
+        let new = wheel.insert(9, 42);
+        assert_eq!(new.index, old[0].index, "the slab slot is reused");
+        assert!(old.iter().all(|&k| wheel.value(k).is_none()));
+        assert_eq!(wheel.remove(old[0]), None);
+        assert_eq!(drain(&mut wheel, 9), vec![42]);
+    }
+
+    #[test]
+    fn shrink_to_fit_keeps_live_keys_and_drops_empty_levels() {
+        let mut wheel = Wheel::with_capacity(64, 1000);
+        assert!(wheel.capacity() >= 1000);
+        let keys: Vec<_> = (0..1000).map(|i| wheel.insert(1 + i, i)).collect();
+        let far = wheel.insert(u64::MAX, 7);
+        let levels = wheel.levels();
+        for &key in &keys[1..] {
+            wheel.remove(key);
+        }
+        wheel.remove(far);
+        wheel.shrink_to_fit();
+        wheel.assert_invariants();
+        assert!(wheel.levels() < levels);
+        assert!(wheel.capacity() < 1000);
+        assert_eq!(wheel.value(keys[0]), Some(&0));
+        wheel.insert(u64::MAX - 1, 8);
+        wheel.assert_invariants();
+        assert_eq!(drain(&mut wheel, 1), vec![0]);
+    }
+}

@@ -1,0 +1,573 @@
+//! `DelayQueue` under tokio's paused clock: one regression test per
+//! tokio-util `DelayQueue` bug (named after it), the queue's own promises,
+//! and a model-based property test.
+
+use std::future::poll_fn;
+use std::sync::{Arc, Mutex};
+use std::task::Poll;
+use std::time::Duration;
+
+use futures::StreamExt;
+use proptest::prelude::*;
+use tokio::time;
+use tokio_test::task::{self, Spawn};
+use tokio_test::{assert_pending, assert_ready, assert_ready_eq};
+use wheel::delay_queue::{DelayQueue, Expired, Key};
+use wheel::{Instant, Timer};
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// Polls the queue once in its task's context.
+fn poll<T>(queue: &mut Spawn<DelayQueue<T>>) -> Poll<Option<Expired<T>>> {
+    queue.enter(|cx, mut q| q.poll_expired(cx))
+}
+
+/// Polls until `Pending` or `Ready(None)`, returning what was yielded.
+fn drain<T>(queue: &mut Spawn<DelayQueue<T>>) -> Vec<T> {
+    let mut out = Vec::new();
+    while let Poll::Ready(Some(expired)) = poll(queue) {
+        out.push(expired.into_inner());
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------
+// The tokio-util bugs.
+
+/// tokio#4161: after removing the only entry, `poll_expired` returned
+/// `Pending` (its delay still pointed at the removed entry) instead of the
+/// documented `Ready(None)`.
+#[tokio::test(start_paused = true)]
+async fn tokio_4161_ready_none_once_the_last_entry_is_removed() {
+    let mut queue = task::spawn(DelayQueue::new());
+    let key = queue.insert(0, Duration::from_secs(10));
+    assert_pending!(poll(&mut queue));
+    queue.remove(&key);
+    assert!(assert_ready!(poll(&mut queue)).is_none());
+    // The same through the Stream impl, with entries removed in any order.
+    let a = queue.insert(1, ms(5));
+    let b = queue.insert(2, ms(7));
+    assert_pending!(queue.poll_next());
+    queue.remove(&b);
+    queue.remove(&a);
+    assert_ready_eq!(queue.poll_next().map(|e| e.map(Expired::into_inner)), None);
+}
+
+/// tokio#6751: removing the last entry did not wake the task waiting in
+/// `poll_expired`, which then slept until the removed entry's deadline.
+#[tokio::test(start_paused = true)]
+async fn tokio_6751_removing_the_last_entry_wakes_the_waiting_task() {
+    let mut queue = task::spawn(DelayQueue::new());
+    let a = queue.insert("a", Duration::from_secs(100));
+    let b = queue.insert("b", Duration::from_secs(200));
+    assert_pending!(poll(&mut queue));
+    queue.remove(&a);
+    // Not the last: the next poll would still be `Pending`.
+    assert_pending!(poll(&mut queue));
+    assert_eq!(queue.try_remove(&b), Some("b"));
+    assert!(
+        queue.is_woken(),
+        "removing the last entry must wake the task"
+    );
+    assert!(assert_ready!(poll(&mut queue)).is_none());
+}
+
+/// tokio#6751, the issue's own reproduction: one task awaits the queue
+/// behind a mutex, another removes the entry; the first must finish long
+/// before the entry's 100 s deadline.
+#[tokio::test(start_paused = true)]
+async fn tokio_6751_a_consumer_task_sees_the_removal() {
+    let mut queue = DelayQueue::new();
+    let key = queue.insert("foo", Duration::from_secs(100));
+    let consumer = Arc::new(Mutex::new(queue));
+    let remover = consumer.clone();
+    let start = Instant::now();
+    let waiting =
+        tokio::spawn(async move { poll_fn(|cx| consumer.lock().unwrap().poll_expired(cx)).await });
+    let removing = tokio::spawn(async move {
+        time::sleep(ms(100)).await;
+        remover.lock().unwrap().remove(&key);
+    });
+    let got = time::timeout(ms(500), waiting)
+        .await
+        .expect("the consumer was never woken")
+        .unwrap();
+    assert!(got.is_none());
+    assert_eq!(start.elapsed(), ms(100));
+    removing.await.unwrap();
+}
+
+/// tokio PR #8274: resetting an entry to a deadline already passed did not
+/// wake the waiting task (the entry moved to the expired list, the sleep
+/// stayed armed for the old deadline).
+#[tokio::test(start_paused = true)]
+async fn tokio_8274_reset_into_the_past_wakes_and_is_ready_at_once() {
+    let mut queue = task::spawn(DelayQueue::new());
+    let key = queue.insert("late", Duration::from_secs(60));
+    let other = queue.insert("other", Duration::from_secs(30));
+    assert_pending!(poll(&mut queue));
+    time::advance(ms(5)).await;
+    assert!(!queue.is_woken());
+
+    queue.reset_at(&key, Instant::now() - ms(3));
+    assert!(queue.is_woken(), "a reset into the past must wake the task");
+    let expired = assert_ready!(poll(&mut queue)).unwrap();
+    assert_eq!((expired.key(), *expired.get_ref()), (key, "late"));
+    assert_pending!(poll(&mut queue));
+
+    // A zero timeout is "now", and an insert into the past is the same case.
+    queue.reset(&other, Duration::ZERO);
+    assert!(queue.is_woken());
+    assert_eq!(drain(&mut queue), vec!["other"]);
+    queue.insert("keep", Duration::from_secs(9));
+    assert_pending!(poll(&mut queue));
+    queue.insert_at("past", Instant::now() - Duration::from_secs(1));
+    assert!(queue.is_woken());
+    assert_eq!(drain(&mut queue), vec!["past"]);
+}
+
+/// tokio#5536: tokio-util's wheel had six levels (2^36 ms); once the queue
+/// was that old, inserting panicked with an index out of bounds (and, after
+/// a first fix, with "invalid deadline"). Here the wheel covers every `u64`
+/// tick, so age is irrelevant; the entries still expire exactly on time.
+#[tokio::test(start_paused = true)]
+async fn tokio_5536_a_queue_older_than_2_pow_36_ms_does_not_panic() {
+    // The reproduction, with the queue's clock started at once.
+    let mut queue = DelayQueue::new();
+    let first = queue.insert(0, Duration::ZERO);
+    queue.remove(&first);
+    for _ in 0..2 {
+        time::advance(ms(1 << 35)).await;
+        queue.insert(0, Duration::ZERO);
+        assert_eq!(queue.next().await.map(Expired::into_inner), Some(0));
+    }
+    let start = Instant::now();
+    queue.insert(1, ms(1));
+    // The follow-up report's panic: insert_at 10 s ahead of a 2^36 ms queue.
+    queue.insert_at(2, Instant::now() + Duration::from_secs(10));
+    // And much older still, with the longest delays there are.
+    queue.insert(3, Duration::MAX);
+    assert_eq!(queue.next().await.map(Expired::into_inner), Some(1));
+    assert_eq!(start.elapsed(), ms(1));
+    assert_eq!(queue.next().await.map(Expired::into_inner), Some(2));
+    assert_eq!(start.elapsed(), Duration::from_secs(10));
+
+    time::advance(ms(1 << 37)).await;
+    let key = queue.insert(4, ms(3));
+    let mut queue = task::spawn(queue);
+    assert_pending!(poll(&mut queue));
+    time::advance(ms(2)).await;
+    assert_pending!(poll(&mut queue));
+    time::advance(ms(1)).await;
+    assert!(queue.is_woken());
+    let expired = assert_ready!(poll(&mut queue)).unwrap();
+    assert_eq!(expired.key(), key);
+    assert_pending!(poll(&mut queue), "the Duration::MAX entry is 30 years away");
+}
+
+/// tokio PR #8320: `clear` did not wake the waiting task, which then never
+/// saw `Ready(None)`.
+#[tokio::test(start_paused = true)]
+async fn tokio_8320_clear_wakes_the_waiting_task() {
+    let mut queue = task::spawn(DelayQueue::new());
+    queue.insert(1, Duration::from_secs(10));
+    assert_pending!(poll(&mut queue));
+    queue.clear();
+    assert!(queue.is_woken());
+    assert!(assert_ready!(poll(&mut queue)).is_none());
+}
+
+/// tokio#1700 and tokio#849: an insert (or a reset) earlier than the
+/// deadline the queue was sleeping for was only yielded at that later
+/// deadline.
+#[tokio::test(start_paused = true)]
+async fn tokio_1700_and_849_an_earlier_deadline_wakes_at_its_time() {
+    let mut queue = task::spawn(DelayQueue::new());
+    queue.insert(5, Duration::from_secs(5));
+    assert_pending!(poll(&mut queue));
+    queue.insert(1, Duration::from_secs(1));
+    assert!(
+        queue.is_woken(),
+        "an earlier insert must wake the task to re-arm"
+    );
+    assert_pending!(poll(&mut queue));
+    time::advance(Duration::from_secs(1)).await;
+    assert!(queue.is_woken());
+    assert_eq!(drain(&mut queue), vec![1]);
+
+    let key = queue.insert(200, ms(200));
+    assert_pending!(poll(&mut queue));
+    time::advance(ms(1)).await;
+    queue.reset_at(&key, Instant::now() + ms(4));
+    assert!(queue.is_woken());
+    assert_pending!(poll(&mut queue));
+    time::advance(ms(3)).await;
+    assert!(!queue.is_woken(), "never early");
+    time::advance(ms(1)).await;
+    assert!(queue.is_woken());
+    assert_eq!(drain(&mut queue), vec![200]);
+}
+
+// ---------------------------------------------------------------------------
+// The queue's own promises.
+
+#[tokio::test(start_paused = true)]
+async fn entries_come_out_in_deadline_order_exactly_on_time() {
+    let mut queue = task::spawn(DelayQueue::new());
+    for d in [30u64, 10, 20, 10, 1000, 7_000] {
+        queue.insert(d, ms(d));
+    }
+    let start = Instant::now();
+    let mut got = Vec::new();
+    while got.len() < 6 {
+        match poll(&mut queue) {
+            Poll::Ready(Some(e)) => {
+                assert!(e.deadline() <= Instant::now(), "early: {e:?}");
+                assert_eq!(start.elapsed(), ms(*e.get_ref()), "late or early");
+                got.push(e.into_inner());
+            }
+            Poll::Ready(None) => panic!("ended early"),
+            Poll::Pending => {
+                time::advance(ms(1)).await;
+            }
+        }
+    }
+    assert_eq!(got, vec![10, 10, 20, 30, 1000, 7_000]);
+    assert!(assert_ready!(poll(&mut queue)).is_none());
+}
+
+/// The queue's ticks are its timer's: a queue made 3 ms after a 10 ms-tick
+/// timer rounds a 15 ms delay (due at 18 ms) up to the timer's 20 ms tick,
+/// once; rounding on the queue's own grid and then the timer's would give
+/// 30 ms.
+#[tokio::test(start_paused = true)]
+async fn a_coarse_timer_rounds_up_once_never_down() {
+    let timer = Timer::builder().tick(ms(10)).build().unwrap();
+    let start = Instant::now();
+    time::advance(ms(3)).await;
+    let mut queue = task::spawn(DelayQueue::with_timer(timer));
+    queue.insert("a", ms(15));
+    assert_pending!(poll(&mut queue));
+    time::advance(ms(15)).await;
+    assert_eq!(start.elapsed(), ms(18));
+    assert!(!queue.is_woken());
+    assert_pending!(poll(&mut queue), "due at 18 ms, but the tick is 20 ms");
+    time::advance(ms(2)).await;
+    assert!(queue.is_woken());
+    assert_eq!(drain(&mut queue), vec!["a"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_later_reset_is_not_yielded_at_the_old_deadline() {
+    let mut queue = task::spawn(DelayQueue::new());
+    let key = queue.insert("conn", ms(300));
+    assert_pending!(poll(&mut queue));
+    for _ in 0..5 {
+        time::advance(ms(200)).await;
+        queue.reset(&key, ms(300)); // a heartbeat
+        assert_pending!(poll(&mut queue));
+    }
+    time::advance(ms(299)).await;
+    assert_pending!(poll(&mut queue));
+    time::advance(ms(1)).await;
+    assert!(queue.is_woken());
+    assert_eq!(drain(&mut queue), vec!["conn"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_empty_queue_is_ready_none_and_an_insert_wakes_it() {
+    let mut queue = task::spawn(DelayQueue::<u8>::new());
+    assert!(assert_ready!(poll(&mut queue)).is_none());
+    assert!(assert_ready!(queue.poll_next()).is_none());
+    queue.insert(1, ms(10));
+    assert!(
+        queue.is_woken(),
+        "an insert into an empty queue wakes its task"
+    );
+    assert_pending!(poll(&mut queue));
+    time::advance(ms(10)).await;
+    assert!(queue.is_woken());
+    assert_eq!(drain(&mut queue), vec![1]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn stale_keys_never_touch_another_entry() {
+    let mut queue = task::spawn(DelayQueue::new());
+    let a = queue.insert("a", ms(5));
+    assert_eq!(queue.remove(&a), "a");
+    let b = queue.insert("b", ms(5));
+    assert_ne!(a, b, "the slot is reused under a new generation");
+    assert_eq!(queue.try_remove(&a), None);
+    assert_eq!(queue.deadline(&b) - Instant::now(), ms(5));
+    time::advance(ms(5)).await;
+    let expired = assert_ready!(poll(&mut queue)).unwrap();
+    assert_eq!(expired.key(), b);
+    assert_eq!(queue.try_remove(&b), None, "yielded: stale");
+    let c = queue.insert("c", ms(1));
+    queue.clear();
+    assert_eq!(queue.try_remove(&c), None, "cleared: stale");
+    assert!(queue.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+#[should_panic(expected = "DelayQueue::remove with a stale key")]
+async fn remove_with_a_stale_key_panics() {
+    let mut queue = DelayQueue::new();
+    let key = queue.insert((), ms(1));
+    queue.remove(&key);
+    queue.remove(&key);
+}
+
+#[tokio::test(start_paused = true)]
+#[should_panic(expected = "DelayQueue::reset with a stale key")]
+async fn reset_with_a_stale_key_panics() {
+    let mut queue = DelayQueue::new();
+    let key = queue.insert((), ms(1));
+    queue.remove(&key);
+    queue.insert((), ms(1)); // reuses the slot
+    queue.reset(&key, ms(5));
+}
+
+#[tokio::test(start_paused = true)]
+#[should_panic(expected = "DelayQueue::deadline with a stale key")]
+async fn deadline_with_a_stale_key_panics() {
+    let mut queue = DelayQueue::new();
+    let key = queue.insert((), ms(1));
+    queue.clear();
+    queue.deadline(&key);
+}
+
+#[test]
+#[should_panic(expected = "a DelayQueue needs a timer")]
+fn a_queue_outside_a_runtime_is_empty_but_cannot_insert() {
+    let mut queue = DelayQueue::new();
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    assert!(matches!(queue.poll_expired(&mut cx), Poll::Ready(None)));
+    queue.insert((), ms(1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_empty_or_dropped_queue_holds_no_timer_entry() {
+    let timer = Timer::builder().build().unwrap();
+    let mut queue = task::spawn(DelayQueue::with_timer(timer.clone()));
+    let keys: Vec<Key> = (0..100).map(|i| queue.insert(i, ms(1 + i))).collect();
+    assert_pending!(poll(&mut queue));
+    assert_eq!(timer.stats().pending, 1, "one sleep for the whole queue");
+    for key in &keys {
+        queue.remove(key);
+    }
+    assert_eq!(timer.stats().pending, 0);
+    queue.insert(0, ms(1));
+    assert_pending!(poll(&mut queue));
+    assert_eq!(timer.stats().pending, 1);
+    drop(queue);
+    assert_eq!(timer.stats().pending, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn peek_deadline_and_expired_accessors() {
+    let mut queue = DelayQueue::new();
+    assert_eq!(queue.peek(), None);
+    let at = Instant::now() + Duration::from_micros(2500);
+    let late = queue.insert(String::from("late"), ms(80));
+    let soon = queue.insert_at(String::from("soon"), at);
+    assert_eq!(queue.peek(), Some(soon));
+    assert_eq!(queue.deadline(&soon), at);
+    assert_eq!(queue.len(), 2);
+    let mut first = queue.next().await.unwrap();
+    assert!(Instant::now() >= at);
+    assert_eq!((first.key(), first.deadline()), (soon, at));
+    first.get_mut().push('!');
+    assert_eq!(first.into_inner(), "soon!");
+    assert_eq!(queue.peek(), Some(late));
+    let rest: Vec<String> = queue.by_ref().map(Expired::into_inner).collect().await;
+    assert_eq!(rest, vec!["late"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn capacity_reserve_and_shrink() {
+    let mut queue = DelayQueue::with_capacity(1000);
+    assert!(queue.capacity() >= 1000);
+    let keys: Vec<Key> = (0..1000).map(|i| queue.insert(i, ms(i))).collect();
+    for key in &keys[1..] {
+        queue.remove(key);
+    }
+    queue.shrink_to_fit();
+    assert!(queue.capacity() < 1000);
+    assert_eq!(queue.remove(&keys[0]), 0);
+    queue.reserve(10);
+    assert!(queue.capacity() >= 10);
+}
+
+#[test]
+fn public_types_are_send_sync_unpin() {
+    fn check<T: Send + Sync + Unpin>() {}
+    check::<DelayQueue<String>>();
+    check::<Key>();
+    check::<Expired<String>>();
+    fn unpin<T: Unpin>() {}
+    unpin::<DelayQueue<std::marker::PhantomPinned>>();
+}
+
+// ---------------------------------------------------------------------------
+// The model: random inserts, resets and removes, into the future and the
+// past, and clock advances, against a list of (deadline, id). With the
+// default 1 ms tick and whole-millisecond deadlines, an entry must come out
+// exactly when the clock reaches its deadline: never early, never late.
+
+#[derive(Debug, Clone)]
+enum Op {
+    Insert { delay: u64, past: bool },
+    Reset { pick: usize, delay: u64, past: bool },
+    Remove { pick: usize },
+    Clear,
+    Advance { by: u64 },
+}
+
+fn delay() -> impl Strategy<Value = u64> {
+    prop_oneof![3 => 0u64..5000, 2 => 0u64..70, 1 => Just(0)]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (delay(), prop::bool::weighted(0.15)).prop_map(|(delay, past)| Op::Insert { delay, past }),
+        2 => (any::<usize>(), delay(), prop::bool::weighted(0.15))
+            .prop_map(|(pick, delay, past)| Op::Reset { pick, delay, past }),
+        2 => any::<usize>().prop_map(|pick| Op::Remove { pick }),
+        1 => Just(Op::Clear),
+        4 => prop_oneof![0u64..3000, 0u64..70].prop_map(|by| Op::Advance { by }),
+    ]
+}
+
+/// The model's entry: its id, key and deadline.
+struct Live {
+    id: u64,
+    key: Key,
+    deadline: Instant,
+}
+
+fn run_model(ops: Vec<Op>) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        let mut queue = task::spawn(DelayQueue::new());
+        let mut live: Vec<Live> = Vec::new();
+        let mut next_id = 0;
+        // Whether the last poll left the task waiting (Pending, or Ready(None)).
+        let mut waiting = false;
+        for op in ops {
+            let now = Instant::now();
+            let at = |delay: u64, past: bool| {
+                if past {
+                    now.checked_sub(ms(delay)).unwrap_or(now)
+                } else {
+                    now + ms(delay)
+                }
+            };
+            // Whether this op must wake a waiting task: it made an entry due,
+            // or emptied the queue. (An insert or reset earlier than every
+            // other entry may wake it too, or may leave that to the sleep
+            // armed before it; either way `Advance` checks it wakes on time.)
+            let must_wake = match op {
+                Op::Insert { delay, past } => {
+                    let deadline = at(delay, past);
+                    let key = if past {
+                        queue.insert_at(next_id, deadline)
+                    } else {
+                        queue.insert(next_id, ms(delay))
+                    };
+                    live.push(Live {
+                        id: next_id,
+                        key,
+                        deadline,
+                    });
+                    next_id += 1;
+                    deadline <= now
+                }
+                Op::Reset { pick, delay, past } => {
+                    if live.is_empty() {
+                        continue;
+                    }
+                    let i = pick % live.len();
+                    let deadline = at(delay, past);
+                    if past {
+                        queue.reset_at(&live[i].key, deadline);
+                    } else {
+                        queue.reset(&live[i].key, ms(delay));
+                    }
+                    live[i].deadline = deadline;
+                    deadline <= now
+                }
+                Op::Remove { pick } => {
+                    if live.is_empty() {
+                        continue;
+                    }
+                    let l = live.swap_remove(pick % live.len());
+                    assert_eq!(queue.remove(&l.key), l.id);
+                    live.is_empty()
+                }
+                Op::Clear => {
+                    let had = !live.is_empty();
+                    queue.clear();
+                    live.clear();
+                    had
+                }
+                Op::Advance { by } => {
+                    time::advance(ms(by)).await;
+                    let now = Instant::now();
+                    live.iter().any(|l| l.deadline <= now)
+                }
+            };
+            if waiting && must_wake {
+                assert!(queue.is_woken(), "{op:?} did not wake the waiting task");
+            }
+            // Drain: exactly the entries due by now, in deadline order.
+            let now = Instant::now();
+            let mut got = Vec::new();
+            let last = loop {
+                match poll(&mut queue) {
+                    Poll::Ready(Some(e)) => {
+                        assert!(e.deadline() <= now, "early: {e:?} at {now:?}");
+                        got.push(e);
+                    }
+                    other => break other,
+                }
+            };
+            waiting = true;
+            assert_eq!(last.is_ready(), live.iter().all(|l| l.deadline <= now));
+            for w in got.windows(2) {
+                assert!(w[0].deadline() <= w[1].deadline(), "out of order");
+            }
+            let mut want: Vec<u64> = live
+                .iter()
+                .filter(|l| l.deadline <= now)
+                .map(|l| l.id)
+                .collect();
+            let mut ids: Vec<u64> = got.iter().map(|e| *e.get_ref()).collect();
+            want.sort();
+            ids.sort();
+            assert_eq!(ids, want, "after {op:?}: yielded vs due");
+            live.retain(|l| l.deadline > now);
+            assert_eq!(queue.len(), live.len());
+            for l in &live {
+                assert_eq!(queue.deadline(&l.key), l.deadline);
+            }
+            let first = live.iter().map(|l| l.deadline).min();
+            assert_eq!(queue.peek().map(|k| queue.deadline(&k)), first);
+        }
+    });
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn model(ops in prop::collection::vec(op(), 1..120)) {
+        run_model(ops);
+    }
+}
