@@ -29,7 +29,7 @@ mod entry;
 mod level;
 mod list;
 
-pub(crate) use entry::Key;
+pub use entry::Key;
 use entry::{Entry, Place, NIL};
 use level::{level_for, max_levels, slot_for, slot_start, Level};
 use list::List;
@@ -67,7 +67,7 @@ pub(crate) const MAX_SLOTS: usize = 4096;
 /// per-level bitmaps of non-empty slots. Expiring `n` entries costs O(n) plus
 /// at most one cascade per level per entry.
 #[derive(Debug)]
-pub(crate) struct Wheel<T> {
+pub struct Wheel<T> {
     entries: Slab<Entry<T>>,
     levels: Vec<Level>,
     /// Bit `l` is set iff `levels[l]` has an entry.
@@ -89,7 +89,7 @@ impl<T> Wheel<T> {
     ///
     /// The caller validates the geometry (`Builder` turns a bad one into a
     /// `BuildError`); here it is only asserted.
-    pub(crate) fn new(slots_per_level: usize) -> Wheel<T> {
+    pub fn new(slots_per_level: usize) -> Wheel<T> {
         assert!(
             slots_per_level.is_power_of_two() && (MIN_SLOTS..=MAX_SLOTS).contains(&slots_per_level),
             "slots_per_level must be a power of two in {MIN_SLOTS}..={MAX_SLOTS}, got {slots_per_level}"
@@ -115,7 +115,7 @@ impl<T> Wheel<T> {
     }
 
     /// Entries scheduled and not yet handed out by `pop_expired`.
-    pub(crate) fn scheduled(&self) -> usize {
+    pub fn scheduled(&self) -> usize {
         self.scheduled
     }
 
@@ -131,7 +131,7 @@ impl<T> Wheel<T> {
 
     /// Stores `value` to expire at `deadline`, or hands it back if `deadline`
     /// is not after `elapsed` (it is already due: the caller completes it).
-    pub(crate) fn try_insert(&mut self, deadline: u64, value: T) -> Result<Key, T> {
+    pub fn try_insert(&mut self, deadline: u64, value: T) -> Result<Key, T> {
         if deadline <= self.elapsed {
             return Err(value);
         }
@@ -155,7 +155,7 @@ impl<T> Wheel<T> {
 
     /// Removes the entry, scheduled or expired, and returns its value.
     /// `None` if the key is stale.
-    pub(crate) fn remove(&mut self, key: Key) -> Option<T> {
+    pub fn remove(&mut self, key: Key) -> Option<T> {
         self.check(key)?;
         self.unlink(key.index);
         Some(self.entries.remove(key.index as usize).value)
@@ -166,7 +166,7 @@ impl<T> Wheel<T> {
     /// Returns `Some(true)` if it is now scheduled, `Some(false)` if
     /// `deadline <= elapsed` (it is left unlinked, i.e. expired, and the
     /// caller completes it), `None` if the key is stale.
-    pub(crate) fn reset(&mut self, key: Key, deadline: u64) -> Option<bool> {
+    pub fn reset(&mut self, key: Key, deadline: u64) -> Option<bool> {
         self.check(key)?;
         self.unlink(key.index);
         self.entries[key.index as usize].deadline = deadline;
@@ -213,7 +213,7 @@ impl<T> Wheel<T> {
     /// The earliest tick at which `pop_expired` has work: an entry's deadline,
     /// or the start of a higher-level slot whose entries must cascade.
     /// `None` when nothing is scheduled.
-    pub(crate) fn next_expiration(&self) -> Option<u64> {
+    pub fn next_expiration(&self) -> Option<u64> {
         if !self.due.is_empty() {
             return Some(self.elapsed);
         }
@@ -226,7 +226,7 @@ impl<T> Wheel<T> {
     /// Hands out the next entry whose deadline is `<= now`, in deadline
     /// order, unlinking it (it stays in the slab, [`Place::Unlinked`]).
     /// When none is left, moves `elapsed` to `now` and returns `None`.
-    pub(crate) fn pop_expired(&mut self, now: u64) -> Option<Key> {
+    pub fn pop_expired(&mut self, now: u64) -> Option<Key> {
         loop {
             if let Some(index) = self.due.pop_front(&mut self.entries) {
                 self.scheduled -= 1;
