@@ -93,6 +93,14 @@ pub use timer::Timer;
 pub use tokio::time::Instant;
 pub use unfired::{Unfired, UnfiredCallback};
 
+/// Not public API: the bare wheel, exposed only so that `benches/wheel.rs`
+/// can measure it without the driver. It may change or vanish in any
+/// release; do not use it.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::wheel::{Key, Wheel};
+}
+
 /// The default timer's tick, and [`Builder`]'s default.
 const DEFAULT_TICK: Duration = Duration::from_millis(1);
 

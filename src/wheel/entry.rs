@@ -39,7 +39,7 @@ pub(crate) struct Entry<T> {
 /// its entry harmless: every lookup compares it and treats a mismatch as
 /// "no such entry".
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct Key {
+pub struct Key {
     pub(crate) index: u32,
     pub(crate) generation: u32,
 }

@@ -31,7 +31,7 @@ mod level;
 mod list;
 mod memory;
 
-pub(crate) use entry::Key;
+pub use entry::Key;
 use entry::{Entry, Place, NIL};
 use level::{level_for, max_levels, slot_for, slot_start, Level};
 use list::List;
@@ -73,7 +73,7 @@ pub(crate) const MAX_SLOTS: usize = 4096;
 /// # Memory
 ///
 /// The slab grows with the number of live entries and is trimmed when they
-/// leave: once the wheel is empty it holds at most [`TRIM_FLOOR`] entries'
+/// leave: once the wheel is empty it holds at most `TRIM_FLOOR` (1024) entries'
 /// worth (and after any larger burst, none and one level); while entries are
 /// live, capacity never exceeds what the peak made it, and while fewer
 /// than a quarter of the slots are in use it is cut to the highest live
@@ -83,7 +83,7 @@ pub(crate) const MAX_SLOTS: usize = 4096;
 /// goes. Trimming is amortised over removals: removal stays O(1). The policy
 /// and its costs are in `memory.rs`.
 #[derive(Debug)]
-pub(crate) struct Wheel<T> {
+pub struct Wheel<T> {
     entries: Slab<Entry<T>>,
     levels: Vec<Level>,
     /// Bit `l` is set iff `levels[l]` has an entry.
@@ -115,7 +115,7 @@ impl<T> Wheel<T> {
     ///
     /// The caller validates the geometry (`Builder` turns a bad one into a
     /// `BuildError`); here it is only asserted.
-    pub(crate) fn new(slots_per_level: usize) -> Wheel<T> {
+    pub fn new(slots_per_level: usize) -> Wheel<T> {
         Wheel::with_trim_floor(slots_per_level, TRIM_FLOOR)
     }
 
@@ -150,7 +150,7 @@ impl<T> Wheel<T> {
     }
 
     /// Entries scheduled and not yet handed out by `pop_expired`.
-    pub(crate) fn scheduled(&self) -> usize {
+    pub fn scheduled(&self) -> usize {
         self.scheduled
     }
 
@@ -166,7 +166,7 @@ impl<T> Wheel<T> {
 
     /// Stores `value` to expire at `deadline`, or hands it back if `deadline`
     /// is not after `elapsed` (it is already due: the caller completes it).
-    pub(crate) fn try_insert(&mut self, deadline: u64, value: T) -> Result<Key, T> {
+    pub fn try_insert(&mut self, deadline: u64, value: T) -> Result<Key, T> {
         if deadline <= self.elapsed {
             return Err(value);
         }
@@ -190,7 +190,7 @@ impl<T> Wheel<T> {
 
     /// Removes the entry, scheduled or expired, and returns its value.
     /// `None` if the key is stale.
-    pub(crate) fn remove(&mut self, key: Key) -> Option<T> {
+    pub fn remove(&mut self, key: Key) -> Option<T> {
         self.check(key)?;
         self.unlink(key.index);
         let value = self.entries.remove(key.index as usize).value;
@@ -203,7 +203,7 @@ impl<T> Wheel<T> {
     /// Returns `Some(true)` if it is now scheduled, `Some(false)` if
     /// `deadline <= elapsed` (it is left unlinked, i.e. expired, and the
     /// caller completes it), `None` if the key is stale.
-    pub(crate) fn reset(&mut self, key: Key, deadline: u64) -> Option<bool> {
+    pub fn reset(&mut self, key: Key, deadline: u64) -> Option<bool> {
         self.check(key)?;
         self.unlink(key.index);
         self.entries[key.index as usize].deadline = deadline;
@@ -250,7 +250,7 @@ impl<T> Wheel<T> {
     /// The earliest tick at which `pop_expired` has work: an entry's deadline,
     /// or the start of a higher-level slot whose entries must cascade.
     /// `None` when nothing is scheduled.
-    pub(crate) fn next_expiration(&self) -> Option<u64> {
+    pub fn next_expiration(&self) -> Option<u64> {
         if !self.due.is_empty() {
             return Some(self.elapsed);
         }
@@ -263,7 +263,7 @@ impl<T> Wheel<T> {
     /// Hands out the next entry whose deadline is `<= now`, in deadline
     /// order, unlinking it (it stays in the slab, [`Place::Unlinked`]).
     /// When none is left, moves `elapsed` to `now` and returns `None`.
-    pub(crate) fn pop_expired(&mut self, now: u64) -> Option<Key> {
+    pub fn pop_expired(&mut self, now: u64) -> Option<Key> {
         loop {
             if let Some(index) = self.due.pop_front(&mut self.entries) {
                 self.scheduled -= 1;

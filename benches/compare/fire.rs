@@ -1,0 +1,106 @@
+//! `fire_200k`: timers that actually fire, on both runtime flavours.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::runtime::Runtime;
+use tokio::time::Instant;
+
+use crate::measure::{
+    alternate, cpu_seconds, current_thread, multi_thread, percentile, random_duration, signed_nanos,
+};
+use crate::report::{label, Row};
+use crate::side::{Side, Tokio, Wheel};
+use crate::support::Rng;
+use crate::Config;
+
+const FIRE_N: usize = 200_000;
+
+type MakeRuntime = fn() -> Runtime;
+
+/// What one run reports.
+#[derive(Debug)]
+struct FireOut {
+    wall_s: f64,
+    cpu_s: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    max_ms: f64,
+    early: usize,
+}
+
+/// 200,000 tasks, each sleeping a random 1-500 ms: wall and CPU time from
+/// the first spawn to the last join, and each task's lateness (when it ran
+/// again minus its deadline).
+pub(crate) fn fire_200k(cfg: &Config) {
+    let n = cfg.size.of(FIRE_N, 1000);
+    let mut rng = Rng::new(0xf1e);
+    let durations: Arc<Vec<Duration>> = Arc::new(
+        (0..n)
+            .map(|_| {
+                random_duration(
+                    &mut rng,
+                    Duration::from_millis(1),
+                    Duration::from_millis(500),
+                )
+            })
+            .collect(),
+    );
+    let flavours: [(&str, MakeRuntime); 2] = [
+        ("current_thread", current_thread),
+        ("2 workers", || multi_thread(2)),
+    ];
+    for (flavour, runtime) in flavours {
+        let runs = alternate(
+            cfg.heavy_runs,
+            cfg.sides,
+            || fire_run::<Tokio>(runtime(), &durations),
+            || fire_run::<Wheel>(runtime(), &durations),
+        );
+        let name = format!("{} {flavour}", label("fire_200k", n, FIRE_N));
+        Row::median(format!("{name}: wall"), "s", &runs, |r| r.wall_s).print();
+        Row::median(format!("{name}: CPU"), "s", &runs, |r| r.cpu_s).print();
+        Row::median(format!("{name}: late p50"), "ms", &runs, |r| r.p50_ms).print();
+        Row::median(format!("{name}: late p99"), "ms", &runs, |r| r.p99_ms).print();
+        Row::median(format!("{name}: late max"), "ms", &runs, |r| r.max_ms).print();
+        Row::sum(format!("{name}: early"), "count, all runs", &runs, |r| {
+            r.early as f64
+        })
+        .print();
+    }
+}
+
+fn fire_run<T: Side>(rt: Runtime, durations: &Arc<Vec<Duration>>) -> FireOut {
+    let (wall, cpu_s, mut lateness) = rt.block_on(async {
+        let cpu_before = cpu_seconds();
+        let start = std::time::Instant::now();
+        let tasks: Vec<_> = durations
+            .iter()
+            .map(|&d| tokio::spawn(sleeper::<T>(d)))
+            .collect();
+        let mut lateness = Vec::with_capacity(tasks.len());
+        for task in tasks {
+            lateness.push(task.await.expect("a sleeper panicked"));
+        }
+        (start.elapsed(), cpu_seconds() - cpu_before, lateness)
+    });
+    drop(rt);
+    lateness.sort_unstable();
+    let ms = |nanos: i64| nanos as f64 / 1e6;
+    FireOut {
+        wall_s: wall.as_secs_f64(),
+        cpu_s,
+        p50_ms: ms(percentile(&lateness, 50.0)),
+        p99_ms: ms(percentile(&lateness, 99.0)),
+        max_ms: ms(*lateness.last().expect("n > 0")),
+        early: lateness.iter().filter(|&&l| l < 0).count(),
+    }
+}
+
+/// Sleeps `d` from its first poll; returns how late it woke, in signed ns
+/// (negative: early).
+async fn sleeper<T: Side>(d: Duration) -> i64 {
+    let deadline = Instant::now() + d;
+    T::sleep_until(deadline).await;
+    signed_nanos(Instant::now(), deadline)
+}
