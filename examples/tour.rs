@@ -87,7 +87,32 @@ async fn main() {
             .expect("a minute away");
     }
 
+    // 5. a callback timer (no task, no future) and its cancel handle.
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let retry = coarse.schedule(Duration::from_millis(20), move || {
+        let _ = tx.send("retry ran");
+    });
+    let never = coarse.schedule(Duration::from_millis(20), || unreachable!("cancelled"));
+    let cancelled = never.cancel();
+    println!(
+        "callback: {}; the other cancelled: {cancelled}; expired: {}",
+        rx.await.expect("the callback ran"),
+        retry.is_expired()
+    );
+
+    // 6. a manual clock: nothing moves until the test says so.
+    let manual = Timer::builder().manual().build().expect("valid geometry");
+    let mut test_sleep = Box::pin(manual.sleep(Duration::from_secs(3600)));
+    let before = futures::poll!(test_sleep.as_mut()).is_pending();
+    manual.advance(Duration::from_secs(3600));
+    let after = futures::poll!(test_sleep.as_mut()).is_ready();
+    println!("manual:   an hour-long sleep pending before advance: {before}; ready after: {after}");
+
     println!("\nstats, default timer:  {:?}", Timer::current().stats());
     println!("stats, explicit timer: {:?}", coarse.stats());
-    println!("\nMore: cargo test (the guarantees), and the README for the wheel's geometry.");
+    println!(
+        "\nMore: cargo run --release --example idle_reaper (a TCP server reaping idle clients \
+         with wheel::DelayQueue), cargo run --release --example callbacks (Netty-style retries \
+         with backoff and cancellation), cargo test (the guarantees), and the README."
+    );
 }
