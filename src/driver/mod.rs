@@ -408,12 +408,12 @@ impl Shared {
     /// Frees an entry whose `Sleep` is dropped.
     pub(crate) fn cancel(&self, key: Key) {
         let mut inner = self.inner.lock();
-        if inner.wheel.is_scheduled(key) == Some(true) {
+        let taken = inner.wheel.take(key);
+        if let Some((_, true)) = taken {
             inner.cancelled += 1;
         }
-        let value = inner.wheel.remove(key);
         drop(inner);
-        drop(value);
+        drop(taken);
     }
 
     /// Moves a `Sleep`'s entry to `deadline`, fired or not, keeping its

@@ -191,11 +191,19 @@ impl<T> Wheel<T> {
     /// Removes the entry, scheduled or expired, and returns its value.
     /// `None` if the key is stale.
     pub fn remove(&mut self, key: Key) -> Option<T> {
+        self.take(key).map(|(value, _)| value)
+    }
+
+    /// Removes the entry like [`remove`](Wheel::remove), also saying whether
+    /// it was still scheduled (a cancel) rather than expired, with one key
+    /// check.
+    pub(crate) fn take(&mut self, key: Key) -> Option<(T, bool)> {
         self.check(key)?;
+        let scheduled = self.entries[key.index as usize].place != Place::Unlinked;
         self.unlink(key.index);
         let value = self.entries.remove(key.index as usize).value;
         self.note_removal();
-        Some(value)
+        Some((value, scheduled))
     }
 
     /// Moves the entry to `deadline`, whether it was scheduled or expired.
