@@ -116,3 +116,8 @@ fn deadline_after(now: Instant, duration: Duration) -> Instant {
         .or_else(|| now.checked_add(Duration::from_secs(86_400 * 365 * 30)))
         .unwrap_or(now)
 }
+
+/// The README's examples, compiled and run as doctests so they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

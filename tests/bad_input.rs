@@ -22,28 +22,14 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-use tokio::runtime::{Builder as RtBuilder, Runtime};
 use tokio::time;
 use tokio_test::{assert_pending, assert_ready, task};
 use wheel::{Instant, Timer};
 
+mod common;
+use common::{ms, paused_rt, secs};
+
 const YEAR: Duration = Duration::from_secs(365 * 86_400);
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
-
-fn secs(n: u64) -> Duration {
-    Duration::from_secs(n)
-}
-
-fn paused_rt() -> Runtime {
-    RtBuilder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap()
-}
 
 fn panic_message(payload: &(dyn Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {

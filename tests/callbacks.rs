@@ -6,9 +6,8 @@ use std::time::Duration;
 
 use wheel::Timer;
 
-fn manual() -> Timer {
-    Timer::builder().manual().build().unwrap()
-}
+mod common;
+use common::manual;
 
 fn counter() -> (Arc<AtomicU32>, impl Fn() -> Box<dyn FnOnce() + Send>) {
     let count = Arc::new(AtomicU32::new(0));

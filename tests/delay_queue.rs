@@ -15,9 +15,8 @@ use tokio_test::{assert_pending, assert_ready, assert_ready_eq};
 use wheel::delay_queue::{DelayQueue, Expired, Key};
 use wheel::{Instant, Timer};
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+mod common;
+use common::ms;
 
 /// Polls the queue once in its task's context.
 fn poll<T>(queue: &mut Spawn<DelayQueue<T>>) -> Poll<Option<Expired<T>>> {

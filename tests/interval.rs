@@ -13,9 +13,8 @@ use tokio::time;
 use tokio_test::{assert_pending, assert_ready, assert_ready_eq, task};
 use wheel::{Instant, Interval, MissedTickBehavior};
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+mod common;
+use common::ms;
 
 fn poll_tick(interval: &mut task::Spawn<Interval>) -> Poll<Instant> {
     interval.enter(|cx, mut interval| interval.poll_tick(cx))

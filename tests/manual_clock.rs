@@ -6,9 +6,8 @@ use std::time::Duration;
 use tokio_test::{assert_pending, assert_ready, assert_ready_eq, task};
 use wheel::{Instant, Timer};
 
-fn manual() -> Timer {
-    Timer::builder().manual().build().unwrap()
-}
+mod common;
+use common::manual;
 
 #[test]
 fn works_with_no_runtime_at_all() {

@@ -15,11 +15,10 @@ use std::time::Duration;
 use tokio::time;
 use wheel::{Instant, Sleep, Stats, Timer};
 
-const MILLION: u64 = 1_000_000;
+mod common;
+use common::ms;
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+const MILLION: u64 = 1_000_000;
 
 /// Polls every sleep once with a no-op waker; all must be pending.
 fn register(sleeps: &mut [Sleep]) {

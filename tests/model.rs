@@ -20,9 +20,8 @@ use tokio::time;
 use tokio_test::task::{self, Spawn};
 use wheel::{Instant, Sleep, Timer};
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+mod common;
+use common::ms;
 
 /// A year, in milliseconds.
 const YEAR_MS: u64 = 365 * 86_400_000;

@@ -15,22 +15,8 @@ use tokio::time;
 use tokio_test::{assert_pending, assert_ready, task};
 use wheel::{Instant, Timer};
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
-
-fn secs(n: u64) -> Duration {
-    Duration::from_secs(n)
-}
-
-/// A current-thread runtime with timers and a paused clock.
-fn paused_rt() -> Runtime {
-    RtBuilder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap()
-}
+mod common;
+use common::{ms, paused_rt, secs};
 
 /// A current-thread runtime with timers, on real time.
 fn real_rt() -> Runtime {

@@ -7,9 +7,8 @@ use std::time::Duration;
 use tokio_test::{assert_pending, assert_ready, task};
 use wheel::Timer;
 
-fn manual() -> Timer {
-    Timer::builder().manual().build().unwrap()
-}
+mod common;
+use common::manual;
 
 #[test]
 fn shutdown_hands_back_the_callbacks_that_never_ran() {

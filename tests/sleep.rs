@@ -7,9 +7,8 @@ use tokio::time;
 use tokio_test::{assert_pending, assert_ready, task};
 use wheel::Instant;
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+mod common;
+use common::ms;
 
 #[tokio::test(start_paused = true)]
 async fn completes_exactly_at_the_deadline() {

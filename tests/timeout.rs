@@ -13,9 +13,8 @@ use tokio_test::{assert_pending, assert_ready, assert_ready_eq, task};
 use wheel::error::Elapsed;
 use wheel::Instant;
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+mod common;
+use common::ms;
 
 /// A future that counts its polls and is ready, with that count, once opened.
 /// It arranges no wake-up of its own.

@@ -32,7 +32,7 @@ mod list;
 mod memory;
 
 pub use entry::Key;
-use entry::{Entry, Place, NIL};
+use entry::{Entry, Place};
 use level::{level_for, max_levels, slot_for, slot_start, Level};
 use list::List;
 use memory::TRIM_FLOOR;
@@ -170,22 +170,7 @@ impl<T> Wheel<T> {
         if deadline <= self.elapsed {
             return Err(value);
         }
-        let generation = self.next_generation;
-        self.next_generation = generation.wrapping_add(1);
-        let index = self.entries.insert(Entry {
-            deadline,
-            prev: NIL,
-            next: NIL,
-            generation,
-            place: Place::Unlinked,
-            value,
-        });
-        let index = u32::try_from(index)
-            .ok()
-            .filter(|&i| i != NIL)
-            .expect("a wheel holds at most u32::MAX - 1 timers");
-        self.link(index);
-        Ok(Key { index, generation })
+        Ok(self.insert(deadline, value))
     }
 
     /// Removes the entry, scheduled or expired, and returns its value.
