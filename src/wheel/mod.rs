@@ -198,6 +198,12 @@ impl<T> Wheel<T> {
     /// caller completes it), `None` if the key is stale.
     pub fn reset(&mut self, key: Key, deadline: u64) -> Option<bool> {
         self.check(key)?;
+        if self.stays_in_its_slot(key.index, deadline) {
+            // Where `link` would put it anyway: a heartbeat pushing a
+            // deadline along within one slot costs no unlink and no link.
+            self.entries[key.index as usize].deadline = deadline;
+            return Some(true);
+        }
         self.unlink(key.index);
         self.entries[key.index as usize].deadline = deadline;
         if deadline <= self.elapsed {
@@ -205,6 +211,19 @@ impl<T> Wheel<T> {
         }
         self.link(key.index);
         Some(true)
+    }
+
+    /// Whether an entry linked into a level would be linked into the very
+    /// same slot with `deadline`.
+    fn stays_in_its_slot(&self, index: u32, deadline: u64) -> bool {
+        let entry = &self.entries[index as usize];
+        let Place::Level(level) = entry.place else {
+            return false;
+        };
+        let level = usize::from(level);
+        deadline > self.elapsed
+            && level_for(self.elapsed, deadline, self.bits) == level
+            && slot_for(deadline, level, self.bits) == slot_for(entry.deadline, level, self.bits)
     }
 
     /// The entry's value, if the key is current.

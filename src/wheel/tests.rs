@@ -92,6 +92,21 @@ fn remove_and_reset_unlink_in_place() {
 }
 
 #[test]
+fn a_reset_within_its_slot_moves_the_deadline_without_relinking() {
+    // 64 slots: ticks 1024..1087 share one level-1 slot while elapsed is 0.
+    let mut wheel: Wheel<u64> = Wheel::new(64);
+    let key = wheel.try_insert(1030, 7).unwrap();
+    let other = wheel.try_insert(1030, 8).unwrap();
+    assert!(wheel.stays_in_its_slot(key.index, 1080));
+    assert!(!wheel.stays_in_its_slot(key.index, 1100), "the next slot");
+    assert_eq!(wheel.reset(key, 1080), Some(true));
+    wheel.assert_invariants();
+    assert_eq!(drain(&mut wheel, 1079), [(1030, 8)]);
+    assert_eq!(drain(&mut wheel, 1080), [(1080, 7)]);
+    assert_eq!(wheel.remove(other), None, "drained");
+}
+
+#[test]
 fn a_stale_key_never_touches_a_reused_slot() {
     let mut wheel = Wheel::new(64);
     let old = wheel.try_insert(5, 1).unwrap();
