@@ -47,6 +47,15 @@
 //! [`Key`](delay_queue::Key) that resets or removes the entry in O(1): the idle-connection
 //! reaper's data structure, with tokio-util's `DelayQueue` API.
 //!
+//! # hyper
+//!
+//! With the `hyper` feature, [`Timer`] implements `hyper::rt::Timer`: pass
+//! one to hyper's connection builders (`.timer(timer)`) and their timeouts,
+//! such as an HTTP/1 server's `header_read_timeout`, run on the wheel. hyper
+//! then reads the time from the timer (so a [`manual`](Builder::manual)
+//! clock drives hyper too), and resetting one of its sleeps moves the
+//! existing wheel entry instead of allocating a new sleep.
+//!
 //! # Guarantees
 //!
 //! - Never early: deadlines round *up* to the next tick, and a timer fires
@@ -60,6 +69,7 @@
 //!   message saying so when polled, instead of hanging or completing early.
 
 #![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_debug_implementations, rust_2018_idioms, unreachable_pub)]
 
 mod builder;
@@ -67,6 +77,8 @@ pub mod delay_queue;
 mod driver;
 pub mod error;
 mod handle;
+#[cfg(feature = "hyper")]
+mod hyper;
 mod interval;
 mod sleep;
 mod stats;

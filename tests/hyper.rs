@@ -1,0 +1,346 @@
+//! `impl hyper::rt::Timer for wheel::Timer` (the `hyper` feature): a real
+//! hyper HTTP/1 server and client on 127.0.0.1 whose header-read timeout is
+//! enforced by the wheel, and the trait's `now`, `sleep_until` and `reset`
+//! on a manual clock.
+//!
+//! The socket tests drive hyper with a manual timer: hyper's deadlines are
+//! taken from that clock and fire only when the test advances it, so whether
+//! a connection has timed out never depends on how fast the machine is. Real
+//! time appears only as an upper bound on waits for other tasks.
+
+#![cfg(feature = "hyper")]
+
+#[path = "hyper/io.rs"]
+mod io;
+
+use std::convert::Infallible;
+use std::future::{poll_fn, Future};
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use hyper::body::{Body as _, Incoming};
+use hyper::header::HOST;
+use hyper::rt::{Sleep as HyperSleep, Timer as HyperTimer};
+use hyper::{Request, Response, StatusCode};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+use tokio_test::{assert_pending, assert_ready, task};
+use wheel::Timer;
+
+use io::TokioIo;
+
+/// The servers' header-read timeout.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a test waits, in real time, for another task to get somewhere.
+const PATIENCE: Duration = Duration::from_secs(10);
+const MS: Duration = Duration::from_millis(1);
+
+fn manual() -> Timer {
+    Timer::builder().manual().build().unwrap()
+}
+
+/// A connected pair on 127.0.0.1: (client end, server end).
+async fn connected_pair() -> (TcpStream, TcpStream) {
+    let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .unwrap();
+    let client = TcpStream::connect(listener.local_addr().unwrap())
+        .await
+        .unwrap();
+    let (server, _) = listener.accept().await.unwrap();
+    (client, server)
+}
+
+/// Serves one connection with hyper's HTTP/1 server on `timer`, answering
+/// `hello <path>`; the task ends with the connection.
+fn serve(timer: &Timer, stream: TcpStream) -> JoinHandle<Result<(), hyper::Error>> {
+    let service = hyper::service::service_fn(|request: Request<Incoming>| async move {
+        let body = format!("hello {}", request.uri().path());
+        Ok::<_, Infallible>(Response::new(body))
+    });
+    let connection = hyper::server::conn::http1::Builder::new()
+        .timer(timer.clone())
+        .header_read_timeout(HEADER_TIMEOUT)
+        .serve_connection(TokioIo(stream), service);
+    tokio::spawn(connection)
+}
+
+/// Waits (real time, bounded) until `done` holds.
+async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !done() {
+        assert!(start.elapsed() < PATIENCE, "gave up waiting until {what}");
+        tokio::time::sleep(MS).await;
+    }
+}
+
+/// Awaits another task (real time, bounded).
+async fn join<T>(what: &str, task: JoinHandle<T>) -> T {
+    tokio::time::timeout(PATIENCE, task)
+        .await
+        .unwrap_or_else(|_| panic!("{what} never finished"))
+        .unwrap()
+}
+
+/// A response body as text, without http-body-util: frame by frame.
+async fn text(mut body: Incoming) -> String {
+    let mut bytes = Vec::new();
+    while let Some(frame) = poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
+        if let Ok(data) = frame.unwrap().into_data() {
+            bytes.extend_from_slice(&data);
+        }
+    }
+    String::from_utf8(bytes).unwrap()
+}
+
+fn get(path: &str) -> Request<String> {
+    Request::get(path)
+        .header(HOST, "127.0.0.1")
+        .body(String::new())
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_client_and_server_talk_http1_with_the_wheel_timing_headers() {
+    let timer = manual();
+    let (client, server) = connected_pair().await;
+    let server = serve(&timer, server);
+    // hyper arms its header timer on the wheel as soon as it waits for a head.
+    wait_until("hyper armed its header timer", || {
+        timer.stats().pending == 1
+    })
+    .await;
+
+    let (mut send, connection) = hyper::client::conn::http1::handshake(TokioIo(client))
+        .await
+        .unwrap();
+    let client = tokio::spawn(connection);
+
+    let response = send.send_request(get("/first")).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(text(response.into_body()).await, "hello /first");
+    // The head came in time: hyper dropped the timer, which never fired.
+    let stats = timer.stats();
+    assert_eq!((stats.fired, stats.cancelled), (0, 1));
+
+    // Keep-alive: hyper re-arms for the next head. Just short of the timeout
+    // on the timer's clock (hyper's clock too), the connection still serves.
+    wait_until("hyper re-armed its header timer", || {
+        timer.stats().pending == 1
+    })
+    .await;
+    timer.advance(HEADER_TIMEOUT - MS);
+    assert_eq!(timer.stats().fired, 0, "the header timeout fired early");
+    // The client connection takes a moment to be ready for the next request.
+    send.ready().await.unwrap();
+    let response = send.send_request(get("/second")).await.unwrap();
+    assert_eq!(text(response.into_body()).await, "hello /second");
+
+    // The client hangs up: both ends close cleanly, nothing left in the wheel.
+    drop(send);
+    join("the client connection", client).await.unwrap();
+    join("the server connection", server).await.unwrap();
+    let stats = timer.stats();
+    assert_eq!((stats.pending, stats.entries, stats.fired), (0, 0, 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_stalling_mid_head_is_cut_off_at_the_header_timeout() {
+    let timer = manual();
+    let (mut client, server) = connected_pair().await;
+    let server = serve(&timer, server);
+    // Part of a request head, without the blank line that would end it.
+    client
+        .write_all(b"GET /slow HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        .await
+        .unwrap();
+    wait_until("hyper armed its header timer", || {
+        timer.stats().pending == 1
+    })
+    .await;
+
+    timer.advance(HEADER_TIMEOUT - MS);
+    assert_eq!(timer.stats().fired, 0, "the header timeout fired early");
+    assert!(!server.is_finished(), "the server gave up early");
+    let mut byte = [0u8; 1];
+    let still_open = client.try_read(&mut byte);
+    assert!(
+        matches!(&still_open, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "the connection should be open and silent, read gave {still_open:?}"
+    );
+
+    timer.advance(MS);
+    assert_eq!(timer.stats().fired, 1);
+    let error = join("the server connection", server).await.unwrap_err();
+    assert!(error.is_timeout(), "not a timeout: {error}");
+
+    // The client sees the connection closed, with no response.
+    let read = tokio::time::timeout(PATIENCE, client.read(&mut byte))
+        .await
+        .expect("the server never closed the connection");
+    match read {
+        Ok(n) => assert_eq!(n, 0, "the server answered a timed-out head"),
+        Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset),
+    }
+    assert_eq!(timer.stats().entries, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtime_timer_enforces_the_header_timeout_in_real_time() {
+    // The alarm-driven path, on the wall clock: nothing here can be early.
+    let timer = Timer::builder().build().unwrap();
+    let (mut client, server) = connected_pair().await;
+    let start = timer.now();
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(timer.clone())
+        .header_read_timeout(Duration::from_millis(50));
+    let service = hyper::service::service_fn(|_: Request<Incoming>| async {
+        Ok::<_, Infallible>(Response::new(String::new()))
+    });
+    let server = tokio::spawn(builder.serve_connection(TokioIo(server), service));
+    client.write_all(b"GET / HTTP/1.1\r\n").await.unwrap();
+
+    let error = join("the server connection", server).await.unwrap_err();
+    assert!(error.is_timeout(), "not a timeout: {error}");
+    assert!(timer.now() - start >= Duration::from_millis(50), "early");
+    assert_eq!(timer.stats().fired, 1);
+}
+
+/// Where a boxed sleep lives: the same address means the same allocation.
+fn address(sleep: &Pin<Box<dyn HyperSleep>>) -> *const () {
+    std::ptr::from_ref::<dyn HyperSleep>(&**sleep).cast()
+}
+
+#[test]
+fn reset_moves_a_pending_sleep_in_place() {
+    let timer = manual();
+    let start = HyperTimer::now(&timer);
+    let mut sleep = task::spawn(HyperTimer::sleep(&timer, Duration::from_secs(10)));
+    assert_pending!(sleep.poll());
+    let before = address(&sleep);
+
+    HyperTimer::reset(&timer, &mut sleep, start + Duration::from_secs(1));
+    assert_eq!(address(&sleep), before, "reset allocated a new sleep");
+    let stats = timer.stats();
+    assert_eq!((stats.entries, stats.pending, stats.cancelled), (1, 1, 0));
+
+    timer.advance(Duration::from_secs(1) - MS);
+    assert!(!sleep.is_woken(), "woken before the new deadline");
+    timer.advance(MS);
+    // The waker registered before the reset is the one woken: hyper's task
+    // need not poll the sleep again after resetting it.
+    assert!(sleep.is_woken());
+    assert_ready!(sleep.poll());
+    let stats = timer.stats();
+    assert_eq!((stats.entries, stats.fired, stats.cancelled), (0, 1, 0));
+}
+
+#[test]
+fn reset_to_a_later_deadline_skips_the_old_one() {
+    let timer = manual();
+    let start = HyperTimer::now(&timer);
+    let mut sleep = task::spawn(HyperTimer::sleep(&timer, Duration::from_secs(1)));
+    assert_pending!(sleep.poll());
+    HyperTimer::reset(&timer, &mut sleep, start + Duration::from_secs(5));
+    timer.advance(Duration::from_secs(5) - MS);
+    assert!(!sleep.is_woken());
+    assert_eq!(timer.stats().fired, 0);
+    timer.advance(MS);
+    assert!(sleep.is_woken());
+    assert_ready!(sleep.poll());
+}
+
+#[test]
+fn reset_after_completion_completes_again_at_the_new_deadline() {
+    let timer = manual();
+    let mut sleep = task::spawn(HyperTimer::sleep(&timer, Duration::from_secs(1)));
+    assert_pending!(sleep.poll());
+    timer.advance(Duration::from_secs(1));
+    assert_ready!(sleep.poll());
+
+    let again = HyperTimer::now(&timer) + Duration::from_secs(2);
+    HyperTimer::reset(&timer, &mut sleep, again);
+    assert_pending!(sleep.poll());
+    timer.advance(Duration::from_secs(2) - MS);
+    assert_pending!(sleep.poll());
+    timer.advance(MS);
+    assert_ready!(sleep.poll());
+}
+
+#[test]
+fn a_sleep_of_another_timer_is_replaced_not_reset() {
+    let (ours, theirs) = (manual(), manual());
+    let mut sleep = task::spawn(HyperTimer::sleep(&theirs, Duration::from_secs(10)));
+    assert_pending!(sleep.poll());
+    let before = address(&sleep);
+
+    let deadline = HyperTimer::now(&ours) + Duration::from_secs(1);
+    HyperTimer::reset(&ours, &mut sleep, deadline);
+    assert_ne!(address(&sleep), before);
+    assert_eq!(theirs.stats().pending, 0, "the old sleep was not dropped");
+    assert_pending!(sleep.poll());
+    assert_eq!(ours.stats().pending, 1);
+
+    // Only our clock fires it: the deadline was read on ours.
+    theirs.advance(Duration::from_secs(10));
+    assert!(!sleep.is_woken());
+    ours.advance(Duration::from_secs(1));
+    assert!(sleep.is_woken());
+    assert_ready!(sleep.poll());
+}
+
+/// Some other runtime's sleep, as hyper could hold after a timer swap.
+struct Forever;
+
+impl Future for Forever {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
+        Poll::Pending
+    }
+}
+
+impl HyperSleep for Forever {}
+
+#[test]
+fn a_foreign_sleep_is_replaced_by_one_on_the_wheel() {
+    let timer = manual();
+    let mut sleep = task::spawn(Box::pin(Forever) as Pin<Box<dyn HyperSleep>>);
+    assert_pending!(sleep.poll());
+    let deadline = HyperTimer::now(&timer) + Duration::from_secs(1);
+    HyperTimer::reset(&timer, &mut sleep, deadline);
+    assert_pending!(sleep.poll());
+    assert_eq!(timer.stats().pending, 1);
+    timer.advance(Duration::from_secs(1));
+    assert!(sleep.is_woken());
+    assert_ready!(sleep.poll());
+}
+
+#[test]
+fn now_follows_the_manual_clock() {
+    let timer = manual();
+    let start = HyperTimer::now(&timer);
+    assert_eq!(start, timer.now().into_std());
+    std::thread::sleep(Duration::from_millis(5));
+    assert_eq!(HyperTimer::now(&timer), start, "moved with the wall clock");
+    timer.advance(Duration::from_secs(30));
+    assert_eq!(HyperTimer::now(&timer) - start, Duration::from_secs(30));
+}
+
+#[test]
+fn sleep_until_fires_at_a_deadline_on_the_timers_clock() {
+    let timer = manual();
+    let deadline = HyperTimer::now(&timer) + Duration::from_millis(250);
+    let mut sleep = task::spawn(HyperTimer::sleep_until(&timer, deadline));
+    assert_pending!(sleep.poll());
+    timer.advance(Duration::from_millis(249));
+    assert!(!sleep.is_woken());
+    timer.advance(MS);
+    assert!(sleep.is_woken());
+    assert_ready!(sleep.poll());
+    assert_eq!(HyperTimer::now(&timer), deadline);
+}
