@@ -18,8 +18,12 @@
 //! ([`TRIM_FLOOR`] outside tests) and either
 //!
 //! - the wheel is now empty, or
-//! - fewer than a quarter of its slots are live and at least a quarter of
-//!   its capacity has been removed since the last trim.
+//! - fewer than a quarter of its slots are live, at least a quarter of its
+//!   capacity has been removed since the last trim, and no live entry sits
+//!   in the top half of the slab (found by walking back over the vacant
+//!   tail only). With one there (timers cancelled oldest first), a trim
+//!   would walk the whole slab to free little, so the wheel waits another
+//!   quarter of its capacity in removals before it looks again.
 //!
 //! A trim costs O(capacity) (the slab rebuilds its free list, and the `Vec`
 //! reallocates); the second rule pays for it with capacity / 4 removals, so
@@ -62,6 +66,8 @@
 //! generation, kept in the vacant slot, would be lost with the tail and
 //! restart, and a stale key could then match.)
 
+use slab::Slab;
+
 use super::level::Level;
 use super::Wheel;
 
@@ -92,8 +98,27 @@ impl<T> Wheel<T> {
             return;
         }
         let live = self.entries.len();
-        if live == 0 || (live < capacity / 4 && self.removals_since_trim >= capacity / 4) {
+        if live == 0 {
             self.trim();
+        } else if live < capacity / 4 && self.removals_since_trim >= capacity / 4 {
+            // Only a vacant tail can be released. When a live entry sits in
+            // the top half (timers cancelled oldest first), trimming would
+            // walk the whole slab to free little: wait for the next round.
+            // Finding the last live entry walks only the vacant tail.
+            let end = self
+                .entries
+                .iter()
+                .next_back()
+                .map_or(0, |(index, _)| index + 1);
+            #[cfg(test)]
+            {
+                self.trim_checks += 1;
+            }
+            if end <= capacity / 2 {
+                self.trim();
+            } else {
+                self.removals_since_trim = 0;
+            }
         }
     }
 
@@ -108,7 +133,12 @@ impl<T> Wheel<T> {
         // Every move is refused (keys live outside the wheel), so this pops
         // the vacant tail, shrinks the `Vec`, and rebuilds the free list
         // lowest index first, and moves nothing.
-        self.entries.compact(|_, _, _| false);
+        if self.entries.is_empty() {
+            // Nothing to keep: drop the storage rather than walk it.
+            self.entries = Slab::new();
+        } else {
+            self.entries.compact(|_, _, _| false);
+        }
         while self.levels.len() > 1 && self.levels.last().is_some_and(Level::is_empty) {
             self.levels.pop();
         }

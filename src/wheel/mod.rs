@@ -108,6 +108,9 @@ pub struct Wheel<T> {
     /// How many times the slab was trimmed; tests check the amortisation.
     #[cfg(test)]
     trims: u64,
+    /// How many times a live wheel checked whether a trim would pay.
+    #[cfg(test)]
+    trim_checks: u64,
 }
 
 impl<T> Wheel<T> {
@@ -141,6 +144,8 @@ impl<T> Wheel<T> {
             slots_processed: 0,
             #[cfg(test)]
             trims: 0,
+            #[cfg(test)]
+            trim_checks: 0,
         }
     }
 
