@@ -197,3 +197,29 @@ fn dropping_a_pending_sleep_cancels_it() {
     let stats = timer.stats();
     assert_eq!((stats.pending, stats.cancelled, stats.fired), (0, 1, 0));
 }
+
+#[test]
+fn a_delay_queue_follows_the_manual_clock() {
+    let timer = manual();
+    let start = timer.now();
+    let mut queue = task::spawn(wheel::DelayQueue::with_timer(timer.clone()));
+    for (value, ms) in [("c", 30u64), ("a", 10), ("b", 20)] {
+        queue.enter(|_, mut q| q.insert(value, Duration::from_millis(ms)));
+    }
+    assert_pending!(queue.enter(|cx, mut q| q.poll_expired(cx)));
+    timer.advance(Duration::from_millis(20));
+    assert!(queue.is_woken());
+    let mut got = Vec::new();
+    while let std::task::Poll::Ready(Some(expired)) = queue.enter(|cx, mut q| q.poll_expired(cx)) {
+        assert!(
+            expired.deadline() - start <= Duration::from_millis(20),
+            "early"
+        );
+        got.push(expired.into_inner());
+    }
+    assert_eq!(got, ["a", "b"]);
+    timer.advance(Duration::from_millis(10));
+    assert!(queue.is_woken());
+    let last = assert_ready!(queue.enter(|cx, mut q| q.poll_expired(cx)));
+    assert_eq!(last.map(|e| e.into_inner()), Some("c"));
+}
