@@ -172,6 +172,15 @@ fn shuffle<X>(items: &mut [X], mut seed: u64) {
     }
 }
 
+/// What must come back to baseline: slab capacity, levels, level storage.
+fn footprint<T>(wheel: &Wheel<T>) -> (usize, usize, usize) {
+    (
+        wheel.allocated_entries(),
+        wheel.levels(),
+        wheel.level_bytes(),
+    )
+}
+
 /// Deadlines spread over four levels of a 64-slot wheel.
 fn spread(i: u64) -> u64 {
     1 + i.wrapping_mul(2_654_435_761) % 10_000_000
@@ -181,11 +190,7 @@ fn spread(i: u64) -> u64 {
 #[cfg_attr(miri, ignore = "a million entries take hours under Miri")]
 fn a_million_cancelled_timers_leave_the_wheel_at_its_baseline() {
     let mut wheel: Wheel<u64> = Wheel::new(64);
-    let baseline = (
-        wheel.allocated_entries(),
-        wheel.levels(),
-        wheel.level_bytes(),
-    );
+    let baseline = footprint(&wheel);
     assert_eq!(baseline.0, 0);
     let mut keys: Vec<Key> = (0..1_000_000)
         .map(|i| wheel.try_insert(spread(i), i).unwrap())
@@ -199,11 +204,7 @@ fn a_million_cancelled_timers_leave_the_wheel_at_its_baseline() {
         assert!(wheel.allocated_entries() <= peak, "grew while shrinking");
     }
     wheel.assert_invariants();
-    let after = (
-        wheel.allocated_entries(),
-        wheel.levels(),
-        wheel.level_bytes(),
-    );
+    let after = footprint(&wheel);
     assert_eq!(after, baseline);
 }
 
@@ -211,11 +212,7 @@ fn a_million_cancelled_timers_leave_the_wheel_at_its_baseline() {
 #[cfg_attr(miri, ignore = "a million entries take hours under Miri")]
 fn a_million_fired_timers_leave_the_wheel_at_its_baseline() {
     let mut wheel: Wheel<u64> = Wheel::new(64);
-    let baseline = (
-        wheel.allocated_entries(),
-        wheel.levels(),
-        wheel.level_bytes(),
-    );
+    let baseline = footprint(&wheel);
     for i in 0..1_000_000 {
         wheel.try_insert(spread(i), i).unwrap();
     }
@@ -229,11 +226,7 @@ fn a_million_fired_timers_leave_the_wheel_at_its_baseline() {
     }
     assert_eq!(fired, 1_000_000);
     wheel.assert_invariants();
-    let after = (
-        wheel.allocated_entries(),
-        wheel.levels(),
-        wheel.level_bytes(),
-    );
+    let after = footprint(&wheel);
     assert_eq!(after, baseline);
 }
 
