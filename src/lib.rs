@@ -38,7 +38,21 @@
 //!
 //! [`Timer::builder`] makes a timer with its own tick and slots per level;
 //! its methods return the same futures. [`Timer::stats`] reports what is
-//! pending, fired and cancelled.
+//! pending, fired and cancelled, and the wheel's memory.
+//!
+//! # Callbacks, shutdown and capacity
+//!
+//! [`Timer::schedule`] runs a closure at a deadline with no task and no
+//! future, returning a [`TimerHandle`] that cancels it (Netty's
+//! `newTimeout`). [`Timer::shutdown`] stops a timer and hands back what never
+//! ran ([`Unfired`]); [`Builder::max_pending`] caps the pending timers, and
+//! the `try_*` constructors return an [`error::Error`] instead of panicking.
+//!
+//! # A manual clock
+//!
+//! [`Builder::manual`] makes a timer whose clock moves only when
+//! [`Timer::advance`] is called, on any runtime flavor or none: inject one
+//! into the code under test and step it by hand.
 //!
 //! # Keyed expirations
 //!
@@ -65,8 +79,11 @@
 //! - Dropping a pending future removes its entry: [`Stats::pending`] goes
 //!   back to zero.
 //! - Each runtime has its own default timer; runtimes never share a wheel.
-//! - When a timer's runtime shuts down, its pending futures panic with a
-//!   message saying so when polled, instead of hanging or completing early.
+//! - When a timer shuts down (by hand or with its runtime), its pending
+//!   futures panic with a message saying so when polled, instead of hanging
+//!   or completing early.
+//!
+//! The README maps each promise to the tests that prove it.
 
 #![deny(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
