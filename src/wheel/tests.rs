@@ -289,7 +289,7 @@ fn low_occupancy_releases_the_vacant_tail_while_timers_are_live() {
 }
 
 #[test]
-#[cfg_attr(miri, ignore = "a million entries take hours under Miri")]
+#[cfg_attr(miri, ignore = "100,000 removals take hours under Miri")]
 fn trimming_is_amortised_over_a_quarter_of_the_capacity() {
     let mut wheel: Wheel<u64> = Wheel::new(64);
     // Hold the top slot so no trim can shrink, then churn below a quarter
