@@ -13,7 +13,6 @@
 //! | dropping every `Timer` handle while futures wait | the futures keep the timer alive and complete on time (`Timer`) | here; `runtimes.rs` `a_sleep_keeps_its_timer_alive`, `dropping_every_handle_frees_the_timer` |
 //! | a waker that panics when woken | the panic is contained; every other timer is still served (`Sleep`) | here; `sleep.rs` `a_panicking_waker_does_not_stop_the_driver` |
 
-use std::any::Any;
 use std::future::{pending, Future};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
@@ -27,19 +26,9 @@ use tokio_test::{assert_pending, assert_ready, task};
 use wheel::{Instant, Timer};
 
 mod common;
-use common::{ms, paused_rt, secs};
+use common::{ms, panic_message, paused_rt, secs};
 
 const YEAR: Duration = Duration::from_secs(365 * 86_400);
-
-fn panic_message(payload: &(dyn Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "<non-string panic payload>".to_owned()
-    }
-}
 
 /// Polls `f` once with `waker`.
 fn poll_with<F: Future + Unpin>(f: &mut F, waker: &Waker) -> Poll<F::Output> {

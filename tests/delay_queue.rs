@@ -16,7 +16,7 @@ use wheel::delay_queue::{DelayQueue, Expired, Key};
 use wheel::{Instant, Timer};
 
 mod common;
-use common::ms;
+use common::{ms, paused_rt};
 
 /// Polls the queue once in its task's context.
 fn poll<T>(queue: &mut Spawn<DelayQueue<T>>) -> Poll<Option<Expired<T>>> {
@@ -448,11 +448,7 @@ struct Live {
 }
 
 fn run_model(ops: Vec<Op>) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let rt = paused_rt();
     rt.block_on(async move {
         let mut queue = task::spawn(DelayQueue::new());
         let mut live: Vec<Live> = Vec::new();

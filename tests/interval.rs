@@ -14,7 +14,7 @@ use tokio_test::{assert_pending, assert_ready, assert_ready_eq, task};
 use wheel::{Instant, Interval, MissedTickBehavior};
 
 mod common;
-use common::ms;
+use common::{ms, paused_rt};
 
 fn poll_tick(interval: &mut task::Spawn<Interval>) -> Poll<Instant> {
     interval.enter(|cx, mut interval| interval.poll_tick(cx))
@@ -652,11 +652,7 @@ proptest! {
             time::MissedTickBehavior::Delay,
             time::MissedTickBehavior::Skip,
         ];
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap();
+        let rt = paused_rt();
         // Unconstrained: tokio's interval would otherwise return `Pending`
         // once the task's coop budget is spent, which the wheel does not do.
         rt.block_on(tokio::task::unconstrained(async move {

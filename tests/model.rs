@@ -21,7 +21,7 @@ use tokio_test::task::{self, Spawn};
 use wheel::{Instant, Sleep, Timer};
 
 mod common;
-use common::ms;
+use common::{ms, paused_rt};
 
 /// A year, in milliseconds.
 const YEAR_MS: u64 = 365 * 86_400_000;
@@ -394,11 +394,7 @@ impl Model {
 }
 
 fn run_case(specs: Vec<TimerSpec>, ops: Vec<Op>, finish: bool) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let rt = paused_rt();
     rt.block_on(async move {
         let start = Instant::now();
         let mut model = Model {

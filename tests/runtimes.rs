@@ -1,7 +1,6 @@
 //! Timers across runtimes: multi-thread runtimes, several runtimes at once,
 //! runtime shutdown, explicit timers, the builder's errors and timer lifetime.
 
-use std::any::Any;
 use std::future::{pending, Future};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
@@ -16,7 +15,7 @@ use tokio_test::{assert_pending, assert_ready, task};
 use wheel::{Instant, Timer};
 
 mod common;
-use common::{ms, paused_rt, secs};
+use common::{ms, panic_message, paused_rt, secs};
 
 /// A current-thread runtime with timers, on real time.
 fn real_rt() -> Runtime {
@@ -41,16 +40,6 @@ fn splitmix(state: &mut u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
-}
-
-fn panic_message(payload: &(dyn Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "<non-string panic payload>".to_owned()
-    }
 }
 
 /// Polls `f` once with a no-op context; for futures that must be polled

@@ -14,7 +14,7 @@ use wheel::error::Elapsed;
 use wheel::Instant;
 
 mod common;
-use common::ms;
+use common::{ms, paused_rt};
 
 /// A future that counts its polls and is ready, with that count, once opened.
 /// It arranges no wake-up of its own.
@@ -400,11 +400,7 @@ proptest! {
     /// exact), both give the same outcome at the same instant.
     #[test]
     fn matches_tokio_timeout(deadline in 0..300u64, work in 0..300u64, inner_on_wheel: bool) {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap();
+        let rt = paused_rt();
         rt.block_on(async move {
             let start = Instant::now();
             let inner = || async move {

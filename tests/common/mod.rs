@@ -2,6 +2,7 @@
 //! and uses only some of them).
 #![allow(dead_code)]
 
+use std::any::Any;
 use std::time::Duration;
 
 use tokio::runtime::{Builder, Runtime};
@@ -27,4 +28,15 @@ pub fn paused_rt() -> Runtime {
 /// A timer on a manual clock, with the default geometry.
 pub fn manual() -> Timer {
     Timer::builder().manual().build().unwrap()
+}
+
+/// The message of a caught panic, whatever its payload type.
+pub fn panic_message(payload: &(dyn Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "<non-string panic payload>".to_owned()
+    }
 }
