@@ -471,9 +471,7 @@ impl Shared {
             .clock
             .deadline_tick(deadline)
             .max(inner.wheel.elapsed().saturating_add(1));
-        let Ok(key) = inner.wheel.try_insert(tick, job) else {
-            unreachable!("the tick is after elapsed")
-        };
+        let key = inner.wheel.insert(tick, job);
         inner.callbacks += 1;
         if self.runtime.is_some() && inner.keep_alive.is_none() {
             inner.keep_alive = Some(self.clone());
