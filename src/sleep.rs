@@ -19,8 +19,11 @@ use crate::Timer;
 /// rounded up to the timer's 1 ms tick: the sleep never completes early, and
 /// at most one tick plus scheduling late.
 ///
-/// Nothing is registered until the first poll, and a sleep whose deadline has
-/// already passed at that poll completes without touching the wheel.
+/// Nothing is registered until the first poll. That poll does not read the
+/// clock: a deadline whose tick the timer has already reached completes at
+/// once, and any other is registered and completes when its tick comes,
+/// which for a deadline that has just passed is by the next tick (as with
+/// `tokio::time`, which rounds the same way).
 ///
 /// # Panics
 ///
@@ -280,12 +283,7 @@ impl Future for Sleep {
             }
             State::Idle => {
                 let deadline = this.deadline;
-                let timer = this.timer();
-                if deadline <= timer.now() {
-                    this.state = State::Elapsed;
-                    return Poll::Ready(());
-                }
-                match timer.shared().register(deadline, Some(cx.waker())) {
+                match this.timer().shared().register(deadline, Some(cx.waker())) {
                     Registration::Pending(key) => {
                         this.state = State::Registered(key);
                         Poll::Pending

@@ -219,20 +219,23 @@ impl Model {
     }
 
     /// Polls a sleep that is in no wheel (just created, or reset after it
-    /// completed): it completes at once iff its deadline has passed,
-    /// otherwise it registers.
+    /// completed): like a registered one, it completes iff its deadline's
+    /// tick has come (so never before the deadline itself), and otherwise
+    /// registers and fires at that tick. The crate does not read the clock
+    /// to complete a deadline that passed within the current tick sooner,
+    /// any more than `tokio::time` does.
     fn poll_fresh(&mut self, i: usize) {
         let now = Instant::now();
+        let due = self.timers[self.live[i].timer].due(self.live[i].deadline, now);
         let s = &mut self.live[i];
         let ready = s.task.poll().is_ready();
         s.woken = false;
         assert_eq!(
-            ready,
-            s.deadline <= now,
+            ready, due,
             "sleep {}: first poll at {now:?}, deadline {:?}",
-            s.id,
-            s.deadline
+            s.id, s.deadline
         );
+        assert!(!ready || s.deadline <= now, "sleep {}: completed early", s.id);
         if ready {
             s.state = State::Done;
             s.completions += 1;

@@ -189,6 +189,15 @@ impl Inner {
         }
     }
 
+    /// Whether a manual clock has reached `deadline` (a runtime timer's
+    /// clock is not read here: see `Shared::register`).
+    fn reached(&self, deadline: Instant) -> bool {
+        match self.time {
+            Time::Alarm { .. } => false,
+            Time::Manual { now } => deadline <= now,
+        }
+    }
+
     /// Whether a deadline at `tick` comes before the runner's next look at
     /// the wheel. If so, moves that promise up; the caller must then
     /// `notify` (after releasing the lock) so the alarm is re-armed.
@@ -353,23 +362,60 @@ impl Shared {
 
     /// Puts a `Sleep`'s entry in the wheel for `deadline`, with the waker of
     /// the task polling it, if any yet.
+    ///
+    /// The caller does not read the clock first, and neither does this on
+    /// the common path: a deadline whose tick the wheel has processed is
+    /// `Elapsed` at once, and any other is inserted. One that has passed
+    /// without the wheel knowing yet (its alarm idle, or asleep) is either
+    /// the new earliest, so the runner is notified right here, reads the
+    /// clock and fires it before this returns `Elapsed`; or it is behind an
+    /// earlier pending tick, whose alarm is then already due and fires it
+    /// with that tick: late by at most a tick, never early, as with
+    /// `tokio::time`, which does not read the clock on registration either.
     pub(crate) fn register(&self, deadline: Instant, waker: Option<&Waker>) -> Registration {
         let tick = self.clock.deadline_tick(deadline);
         let mut inner = self.inner.lock();
+        if tick <= inner.wheel.elapsed() || inner.reached(deadline) {
+            return Registration::Elapsed;
+        }
         if let Err(refused) = inner.admit(self.max_pending) {
-            return Registration::Refused(refused);
+            drop(inner);
+            // Cold: a deadline already passed still completes on a timer
+            // that can no longer fire anything.
+            return if deadline <= self.now() {
+                Registration::Elapsed
+            } else {
+                Registration::Refused(refused)
+            };
         }
-        let inserted = inner.wheel.try_insert(tick, Job::Wake(waker.cloned()));
-        let notify = inserted.is_ok() && inner.pull_in(tick);
+        if !inner.pull_in(tick) {
+            let key = inner.wheel.insert(tick, Job::Wake(waker.cloned()));
+            return Registration::Pending(key);
+        }
+        // The new earliest deadline: notify the runner, which reads the
+        // clock and fires the entry if the deadline has passed. The waker is
+        // stored only if it has not, so a sleep that completes here leaves no
+        // wake-up behind (only a `Pending` poll arranges one); both checks
+        // are under the lock, so no firing can slip between them.
+        let key = inner.wheel.insert(tick, Job::Wake(None));
         drop(inner);
-        if notify {
-            self.notify();
+        self.notify();
+        let mut inner = self.inner.lock();
+        match inner.wheel.is_scheduled(key) {
+            Some(false) => {
+                // Completed, not fired: it never was pending to the caller.
+                inner.fired -= 1;
+                inner.wheel.remove(key);
+                return Registration::Elapsed;
+            }
+            Some(true) => {
+                if let Some(Job::Wake(slot)) = inner.wheel.value_mut(key) {
+                    *slot = waker.cloned();
+                }
+            }
+            None => unreachable!("only the registering Sleep frees its entry"),
         }
-        match inserted {
-            Ok(key) => Registration::Pending(key),
-            // The waker clone is dropped here, outside the lock.
-            Err(_) => Registration::Elapsed,
-        }
+        Registration::Pending(key)
     }
 
     /// Checks a `Sleep`'s entry: `Ready` (and frees it) once it has fired,
