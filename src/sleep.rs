@@ -2,7 +2,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, RawWakerVTable, Waker};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -119,10 +119,32 @@ pub struct Sleep {
 enum State {
     /// Not in the wheel: not yet polled, or reset after completing.
     Idle,
-    /// In the wheel under this key.
-    Registered(Key),
+    /// In the wheel under `key`, for the sleep's deadline. `waker` is the
+    /// identity of the waker the entry holds, if this sleep knows it: a poll
+    /// with the same waker before the timer has reached the deadline needs
+    /// no lock (see the driver's "Polling without the lock").
+    Registered { key: Key, waker: Option<WakerId> },
     /// Completed.
     Elapsed,
+}
+
+/// What [`Waker::will_wake`] compares: the data and vtable pointers, kept
+/// as addresses so that `Sleep` stays `Send` and `Sync`. Sound to compare
+/// while the entry holds the waker: that waker keeps its data alive, so the
+/// address cannot be reused by another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct WakerId {
+    data: usize,
+    vtable: usize,
+}
+
+impl WakerId {
+    fn of(waker: &Waker) -> WakerId {
+        WakerId {
+            data: waker.data() as usize,
+            vtable: std::ptr::from_ref::<RawWakerVTable>(waker.vtable()) as usize,
+        }
+    }
 }
 
 impl Sleep {
@@ -141,7 +163,7 @@ impl Sleep {
         registration: Registration,
     ) -> Result<Sleep, Error> {
         let state = match registration {
-            Registration::Pending(key) => State::Registered(key),
+            Registration::Pending(key) => State::Registered { key, waker: None },
             Registration::Elapsed => State::Elapsed,
             Registration::Refused(error) => return Err(error),
         };
@@ -185,7 +207,9 @@ impl Sleep {
     pub fn is_elapsed(&self) -> bool {
         match (self.state, &self.timer) {
             (State::Elapsed, _) => true,
-            (State::Registered(key), Some(timer)) => timer.shared().has_fired(key),
+            (State::Registered { key, .. }, Some(timer)) => {
+                timer.shared().may_have_fired(self.deadline) && timer.shared().has_fired(key)
+            }
             _ => false,
         }
     }
@@ -217,7 +241,11 @@ impl Sleep {
         let this = self.get_mut();
         this.deadline = deadline;
         match (this.state, &this.timer) {
-            (State::Registered(key), Some(timer)) => timer.shared().reset(key, deadline),
+            (State::Registered { key, waker, .. }, Some(timer)) => {
+                let holds_waker = timer.shared().reset(key, deadline);
+                let waker = waker.filter(|_| holds_waker);
+                this.state = State::Registered { key, waker };
+            }
             (State::Elapsed, _) => this.state = State::Idle,
             _ => {}
         }
@@ -229,7 +257,7 @@ impl Sleep {
     pub(crate) fn reset_unregistered(&mut self, deadline: Instant) {
         self.deadline = deadline;
         match (self.state, &self.timer) {
-            (State::Registered(key), Some(timer)) => {
+            (State::Registered { key, .. }, Some(timer)) => {
                 timer.shared().cancel(key);
                 self.state = State::Idle;
             }
@@ -270,10 +298,21 @@ impl Future for Sleep {
         let this = self.get_mut();
         match this.state {
             State::Elapsed => Poll::Ready(()),
-            State::Registered(key) => {
+            State::Registered { key, waker } => {
                 let timer = this.timer.as_ref().expect("a registered sleep has a timer");
-                match timer.shared().poll_entry(key, cx.waker()) {
-                    Poll::Pending => Poll::Pending,
+                let shared = timer.shared();
+                let id = WakerId::of(cx.waker());
+                if waker == Some(id) && !shared.may_have_fired(this.deadline) {
+                    return Poll::Pending;
+                }
+                match shared.poll_entry(key, cx.waker()) {
+                    Poll::Pending => {
+                        this.state = State::Registered {
+                            key,
+                            waker: Some(id),
+                        };
+                        Poll::Pending
+                    }
                     Poll::Ready(Ok(())) => {
                         this.state = State::Elapsed;
                         Poll::Ready(())
@@ -285,7 +324,10 @@ impl Future for Sleep {
                 let deadline = this.deadline;
                 match this.timer().shared().register(deadline, Some(cx.waker())) {
                     Registration::Pending(key) => {
-                        this.state = State::Registered(key);
+                        this.state = State::Registered {
+                            key,
+                            waker: Some(WakerId::of(cx.waker())),
+                        };
                         Poll::Pending
                     }
                     Registration::Elapsed => {
@@ -301,7 +343,7 @@ impl Future for Sleep {
 
 impl Drop for Sleep {
     fn drop(&mut self) {
-        if let (State::Registered(key), Some(timer)) = (self.state, &self.timer) {
+        if let (State::Registered { key, .. }, Some(timer)) = (self.state, &self.timer) {
             timer.shared().cancel(key);
         }
     }

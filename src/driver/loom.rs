@@ -99,6 +99,39 @@ fn loom_register_vs_advance() {
     });
 }
 
+/// A pending `Sleep` polled again while another thread fires it: a poll
+/// that skips the lock (same waker, `published` not yet past the deadline)
+/// must never be the last word. If it says `Pending`, the firing wakes that
+/// waker; if the poll brings a new waker, the new one is woken.
+#[test]
+fn loom_repoll_without_lock_vs_fire() {
+    for same_waker in [true, false] {
+        loom::model(move || {
+            let (timer, start) = manual();
+            let mut sleep = timer.sleep_until(start + ms(10));
+            let (first_flag, first) = flag();
+            assert!(poll(&mut sleep, &first).is_pending());
+            let advancer = timer.clone();
+            let advance = thread::spawn(move || advancer.advance_to(start + ms(10)));
+
+            let (second_flag, second) = flag();
+            let (flag, waker) = if same_waker {
+                (&first_flag, &first)
+            } else {
+                (&second_flag, &second)
+            };
+            let again = poll(&mut sleep, waker);
+            advance.join().unwrap();
+
+            if again.is_pending() {
+                assert!(woken(flag), "a poll that said Pending was never woken");
+                assert!(poll(&mut sleep, waker).is_ready());
+            }
+            assert_empty(&timer);
+        });
+    }
+}
+
 /// Dropping a registered `Sleep` while the driver fires it: the entry is
 /// freed exactly once, counted as fired or cancelled, never both.
 #[test]

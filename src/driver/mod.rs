@@ -59,6 +59,26 @@
 //! runner is its own thread (a callback advancing the clock), which goes
 //! round again once the callback returns.
 //!
+//! # Polling without the lock
+//!
+//! A pending `Sleep` is polled again and again (a `Timeout` polls its delay
+//! whenever the inner future is pending), and almost always nothing has
+//! changed. `published` lets such a poll skip the lock: it is the start of
+//! a tick (in nanoseconds since the clock's origin, so that a `Sleep` can
+//! compare its deadline without dividing) such that no entry due after it
+//! has fired. The runner raises it, under the lock, to the tick it is about
+//! to process *before* popping (hence before waking) anything due by then;
+//! `shut_down` raises it to `u64::MAX`; an entry fired by `reset` is at or
+//! before the wheel's `elapsed`, which never passes it. A deadline after
+//! the start of tick `p` rounds up to a tick after `p`, so a `Sleep` whose
+//! deadline reads as later than `published` (Acquire, pairing with the
+//! runner's Release) knows its entry has not fired; if the waker it last left in the entry also
+//! `will_wake` the one it is polled with, it returns `Pending` untouched.
+//! A runner that has already taken that waker and not yet woken it will
+//! wake it, so the task is polled again and then sees the new value (the
+//! wake orders it). Raising `published` early only sends polls to the
+//! locked path; it is never lowered.
+//!
 //! # Locks
 //!
 //! `Shared::inner` guards the wheel, the alarm, the manual time, the
@@ -103,7 +123,7 @@ pub(crate) use sentinel::Sentinel;
 use crate::error::Error;
 #[cfg(all(test, loom))]
 use crate::sync::MutexGuard;
-use crate::sync::{yield_now, Arc, AtomicBool, AtomicU8, Mutex, Ordering, Weak};
+use crate::sync::{yield_now, Arc, AtomicBool, AtomicU64, AtomicU8, Mutex, Ordering, Weak};
 use crate::wheel::{Key, Wheel};
 use crate::Stats;
 
@@ -134,6 +154,9 @@ pub(crate) struct Shared {
     run_state: AtomicU8,
     /// Mirrors `Inner::shut_down` for lock-free checks (the registry cache).
     shut_down: AtomicBool,
+    /// No entry whose deadline is after this many nanoseconds since the
+    /// clock's origin has fired: see "Polling without the lock".
+    published: AtomicU64,
     clock: Clock,
     slots_per_level: usize,
     max_pending: usize,
@@ -328,6 +351,7 @@ impl Shared {
             }),
             run_state: AtomicU8::new(0),
             shut_down: AtomicBool::new(false),
+            published: AtomicU64::new(0),
             clock,
             slots_per_level,
             max_pending,
@@ -446,6 +470,13 @@ impl Shared {
         }
     }
 
+    /// Whether the entry of a sleep registered for `deadline` may have
+    /// fired: `false` means it certainly has not. See "Polling without the
+    /// lock".
+    pub(crate) fn may_have_fired(&self, deadline: Instant) -> bool {
+        self.clock.nanos(deadline) <= self.published.load(Ordering::Acquire)
+    }
+
     /// Whether a registered entry has fired (without freeing it).
     pub(crate) fn has_fired(&self, key: Key) -> bool {
         self.inner.lock().wheel.is_scheduled(key) == Some(false)
@@ -470,7 +501,10 @@ impl Shared {
     /// fired and is reset to a later deadline is pending again (and its
     /// next poll reports the shutdown) instead of completing early; only
     /// the alarm is left alone.
-    pub(crate) fn reset(&self, key: Key, deadline: Instant) {
+    ///
+    /// Returns whether the entry still holds a waker (one that had fired,
+    /// or fires now, has had its waker taken).
+    pub(crate) fn reset(&self, key: Key, deadline: Instant) -> bool {
         let tick = self.clock.deadline_tick(deadline);
         let mut inner = self.inner.lock();
         let mut wake = None;
@@ -485,6 +519,7 @@ impl Shared {
             }
             None => debug_assert!(false, "reset of a vanished entry"),
         }
+        let holds_waker = matches!(inner.wheel.value_mut(key), Some(Job::Wake(Some(_))));
         drop(inner);
         if notify {
             self.notify();
@@ -492,6 +527,7 @@ impl Shared {
         if let Some(waker) = wake {
             self.fire(Fire::Wake(waker));
         }
+        holds_waker
     }
 
     /// Schedules `run` for `deadline`. A deadline whose tick has already
@@ -668,6 +704,7 @@ impl Shared {
             if inner.shut_down {
                 break;
             }
+            self.publish(now);
             while let Some(key) = inner.wheel.pop_expired(now) {
                 let (fire, keep_alive) = inner.take_fire(key);
                 batch.extend(fire);
@@ -700,6 +737,15 @@ impl Shared {
         batch.into_iter().for_each(|fire| self.fire(fire));
         // The caller holds its own reference, so this is never the last.
         drop(release);
+    }
+
+    /// Announces that entries up to `tick` may fire from now on; called
+    /// under the lock before any of them is popped, so before any is woken.
+    fn publish(&self, tick: u64) {
+        let nanos = self.clock.start_nanos(tick);
+        if nanos > self.published.load(Ordering::Relaxed) {
+            self.published.store(nanos, Ordering::Release);
+        }
     }
 
     /// Arms the alarm for `tick`; `Ready` if that moment has already come.
@@ -761,6 +807,8 @@ impl Shared {
         }
         inner.shut_down = true;
         self.shut_down.store(true, Ordering::Release);
+        // Every pending sleep must take the locked path, which reports it.
+        self.publish(u64::MAX);
         let mut wakers = Vec::new();
         for job in inner.wheel.take_scheduled_values() {
             match job {
