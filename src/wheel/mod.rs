@@ -214,17 +214,26 @@ impl<T> Wheel<T> {
             return Some(true);
         }
         let (place, prev, next) = (entry.place, entry.prev, entry.next);
-        self.delist(key.index, place, prev, next);
-        if deadline <= elapsed {
-            let entry = &mut self.entries[key.index as usize];
+        Some(self.relink(key.index, place, prev, next, deadline))
+    }
+
+    /// `reset`'s slow path, out of line so the fast one above saves no
+    /// registers for it: moves entry `index` (at `place` with links `prev`
+    /// and `next`) to `deadline`, or leaves it unlinked if that is not after
+    /// `elapsed`. Returns whether it is scheduled.
+    #[inline(never)]
+    fn relink(&mut self, index: u32, place: Place, prev: u32, next: u32, deadline: u64) -> bool {
+        self.delist(index, place, prev, next);
+        if deadline <= self.elapsed {
+            let entry = &mut self.entries[index as usize];
             entry.deadline = deadline;
             entry.place = Place::Unlinked;
             entry.prev = NIL;
             entry.next = NIL;
-            return Some(false);
+            return false;
         }
-        self.link(key.index, deadline);
-        Some(true)
+        self.link(index, deadline);
+        true
     }
 
     /// The entry's value, if the key is current.
