@@ -5,12 +5,14 @@ pub(crate) const NIL: u32 = u32::MAX;
 
 /// Where an entry is linked right now.
 ///
-/// `Level(l)` means "in the slot of level `l` that its deadline maps to"; the
-/// slot is not stored because `slot_for(deadline, l)` recomputes it.
+/// `Level` names the slot its deadline mapped to when it was linked. The slot
+/// could be recomputed from the deadline, but storing it (in what would
+/// otherwise be padding: `Entry` is no larger) saves unlinking the shift and
+/// mask.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Place {
-    /// In a slot of this level.
-    Level(u8),
+    /// In slot `slot` of level `level`.
+    Level { level: u8, slot: u16 },
     /// Expired, waiting in the due list to be handed out by `pop_expired`.
     Due,
     /// In no list: expired and handed out, or never scheduled.

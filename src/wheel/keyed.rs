@@ -11,7 +11,7 @@
 //! Kept in its own file so the driver's operations in `mod.rs` stay as they
 //! are.
 
-use super::entry::{Entry, Place, NIL};
+use super::entry::{Entry, NIL};
 use super::level::{slot_for, Level};
 use super::list::List;
 use super::{Key, Wheel};
@@ -52,19 +52,23 @@ impl<T> Wheel<T> {
     pub(crate) fn insert(&mut self, deadline: u64, value: T) -> Key {
         let generation = self.next_generation;
         self.next_generation = generation.wrapping_add(1);
-        let index = self.entries.insert(Entry {
-            deadline,
-            prev: NIL,
-            next: NIL,
-            generation,
-            place: Place::Unlinked,
-            value,
-        });
-        let index = u32::try_from(index)
+        let index = u32::try_from(self.entries.vacant_key())
             .ok()
             .filter(|&i| i != NIL)
             .expect("a wheel holds at most u32::MAX - 1 entries");
-        self.link(index);
+        // Linked before it exists, so the entry is written once, complete:
+        // `enlist` only touches the list and the old tail. Nothing between
+        // here and the slab insert can fail (short of aborting on OOM).
+        let (place, prev) = self.enlist(index, deadline);
+        let at = self.entries.insert(Entry {
+            deadline,
+            prev,
+            next: NIL,
+            generation,
+            place,
+            value,
+        });
+        debug_assert_eq!(at, index as usize);
         Key { index, generation }
     }
 
@@ -72,17 +76,16 @@ impl<T> Wheel<T> {
     /// to the due list, as with [`insert`](Wheel::insert). `None` if the key
     /// is stale.
     pub(crate) fn reschedule(&mut self, key: Key, deadline: u64) -> Option<()> {
-        self.check(key)?;
-        self.unlink(key.index);
-        self.entries[key.index as usize].deadline = deadline;
-        self.link(key.index);
+        let entry = self.entry(key)?;
+        let (place, prev, next) = (entry.place, entry.prev, entry.next);
+        self.delist(key.index, place, prev, next);
+        self.link(key.index, deadline);
         Some(())
     }
 
     /// The entry's value, if the key is current.
     pub(crate) fn value(&self, key: Key) -> Option<&T> {
-        self.check(key)?;
-        Some(&self.entries[key.index as usize].value)
+        self.entry(key).map(|entry| &entry.value)
     }
 
     /// Drops every entry. `elapsed` stays (time does not go back) and so

@@ -86,8 +86,14 @@ impl Level {
         self.occupied[slot / 64] |= 1 << (slot % 64);
     }
 
-    pub(super) fn clear_occupied(&mut self, slot: usize) {
-        self.occupied[slot / 64] &= !(1 << (slot % 64));
+    /// Marks `slot` empty and says whether the whole level now is. Only a
+    /// level whose word for `slot` became zero is scanned: with up to 64
+    /// slots that word is the level.
+    #[inline]
+    pub(super) fn clear_occupied(&mut self, slot: usize) -> bool {
+        let word = &mut self.occupied[slot / 64];
+        *word &= !(1 << (slot % 64));
+        *word == 0 && self.is_empty()
     }
 
     pub(super) fn is_empty(&self) -> bool {
@@ -298,7 +304,7 @@ mod tests {
                     "slots={slots} s={s}: wrapped"
                 );
                 assert!(!level.occupied_before(s));
-                level.clear_occupied(s);
+                assert!(level.clear_occupied(s), "slots={slots} s={s}: not empty");
                 assert!(level.is_empty());
             }
             level.set_occupied(slots - 1);
@@ -306,6 +312,12 @@ mod tests {
             assert_eq!(level.next_occupied(1), Some(slots - 1));
             assert!(level.occupied_before(slots - 1));
             assert!(!level.occupied_before(0));
+            assert!(
+                !level.clear_occupied(0),
+                "slots={slots}: {} left",
+                slots - 1
+            );
+            assert!(level.clear_occupied(slots - 1));
         }
     }
 }

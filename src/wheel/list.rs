@@ -34,30 +34,32 @@ impl List {
         (self.head != NIL).then_some(self.head)
     }
 
-    pub(super) fn push_back<T>(&mut self, entries: &mut Slab<Entry<T>>, key: u32) {
-        let tail = self.tail;
-        {
-            let entry = &mut entries[key as usize];
-            entry.prev = tail;
-            entry.next = NIL;
-        }
+    /// Makes `key` the tail, pointing the old tail's `next` at it, and
+    /// returns the old tail: the caller stores it as the entry's `prev`, with
+    /// `next` = [`NIL`]. The entry itself is not touched, so it may be one
+    /// that is about to be put in the slab at `key`.
+    #[inline]
+    pub(super) fn link_back<T>(&mut self, entries: &mut Slab<Entry<T>>, key: u32) -> u32 {
+        let tail = std::mem::replace(&mut self.tail, key);
         if tail == NIL {
             self.head = key;
         } else {
             entries[tail as usize].next = key;
         }
-        self.tail = key;
+        tail
     }
 
-    /// Unlinks `key`, which the caller knows is in this list.
-    pub(super) fn unlink<T>(&mut self, entries: &mut Slab<Entry<T>>, key: u32) {
-        let (prev, next) = {
-            let entry = &mut entries[key as usize];
-            let links = (entry.prev, entry.next);
-            entry.prev = NIL;
-            entry.next = NIL;
-            links
-        };
+    /// Closes the gap left by `key`, whose links were `prev` and `next`;
+    /// `key`'s own entry is not touched (the caller is about to remove or
+    /// relink it).
+    #[inline]
+    pub(super) fn detach<T>(
+        &mut self,
+        entries: &mut Slab<Entry<T>>,
+        key: u32,
+        prev: u32,
+        next: u32,
+    ) {
         if prev == NIL {
             debug_assert_eq!(
                 self.head, key,
@@ -76,6 +78,19 @@ impl List {
         } else {
             entries[next as usize].prev = prev;
         }
+    }
+
+    /// Unlinks `key`, which the caller knows is in this list, and clears its
+    /// links.
+    pub(super) fn unlink<T>(&mut self, entries: &mut Slab<Entry<T>>, key: u32) {
+        let (prev, next) = {
+            let entry = &mut entries[key as usize];
+            let links = (entry.prev, entry.next);
+            entry.prev = NIL;
+            entry.next = NIL;
+            links
+        };
+        self.detach(entries, key, prev, next);
     }
 
     pub(super) fn pop_front<T>(&mut self, entries: &mut Slab<Entry<T>>) -> Option<u32> {

@@ -30,7 +30,8 @@
 //! removal stays O(1) amortised and a half-full wheel never trims. An empty
 //! wheel's trim is paid for by the inserts that grew it beyond the floor
 //! (it goes back to zero, so growing past the floor again takes as many).
-//! A steady population never trims, so it pays only the two comparisons.
+//! A steady population never trims, so it pays only a comparison or two
+//! (see `note_removal`).
 //! The price of giving memory back falls on a workload that bursts far above
 //! the floor and drains to empty over and over: each burst regrows the slab
 //! (`Vec` doubling onto fresh pages), which a wheel that kept its peak would
@@ -90,17 +91,34 @@ impl<T> Wheel<T> {
     }
 
     /// Called after every removal from the slab; trims when the policy in
-    /// the module docs says so. Two comparisons on the common path.
+    /// the module docs says so. Inlined into every removal, so it holds only
+    /// the test that nothing can be due: one comparison below the floor, two
+    /// above it; the rest of the policy is in [`Wheel::consider_trim`].
+    #[inline]
     pub(super) fn note_removal(&mut self) {
         self.removals_since_trim += 1;
         let capacity = self.entries.capacity();
         if capacity <= self.trim_floor {
             return;
         }
+        // Both rules need `live < capacity / 4` or `live == 0`; this is the
+        // negation of their union in one comparison (a quarter of 0 to 3
+        // slots is 0, and then only `live == 0` is left).
         let live = self.entries.len();
+        if live > (capacity / 4).saturating_sub(1) {
+            return;
+        }
+        self.consider_trim(capacity, live);
+    }
+
+    /// The rest of `note_removal`'s rules, for a wheel above the floor that
+    /// is empty or less than a quarter full.
+    #[cold]
+    #[inline(never)]
+    fn consider_trim(&mut self, capacity: usize, live: usize) {
         if live == 0 {
             self.trim();
-        } else if live < capacity / 4 && self.removals_since_trim >= capacity / 4 {
+        } else if self.removals_since_trim >= capacity / 4 {
             // Only a vacant tail can be released. When a live entry sits in
             // the top half (timers cancelled oldest first), trimming would
             // walk the whole slab to free little: wait for the next round.

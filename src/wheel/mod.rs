@@ -32,7 +32,7 @@ mod list;
 mod memory;
 
 pub use entry::Key;
-use entry::{Entry, Place};
+use entry::{Entry, Place, NIL};
 use level::{level_for, max_levels, slot_for, slot_start, Level};
 use list::List;
 use memory::TRIM_FLOOR;
@@ -42,6 +42,8 @@ use slab::Slab;
 pub(crate) const MIN_SLOTS: usize = 2;
 /// See [`MIN_SLOTS`].
 pub(crate) const MAX_SLOTS: usize = 4096;
+// `Place::Level` stores a slot index in a `u16`.
+const _: () = assert!(MAX_SLOTS <= 1 << 16);
 
 /// A hierarchical timing wheel over `u64` ticks.
 ///
@@ -188,12 +190,13 @@ impl<T> Wheel<T> {
     /// it was still scheduled (a cancel) rather than expired, with one key
     /// check.
     pub(crate) fn take(&mut self, key: Key) -> Option<(T, bool)> {
-        self.check(key)?;
-        let scheduled = self.entries[key.index as usize].place != Place::Unlinked;
-        self.unlink(key.index);
+        let entry = self.entry(key)?;
+        let (place, prev, next) = (entry.place, entry.prev, entry.next);
+        // The entry leaves the slab, so only its neighbours need new links.
+        self.delist(key.index, place, prev, next);
         let value = self.entries.remove(key.index as usize).value;
         self.note_removal();
-        Some((value, scheduled))
+        Some((value, place != Place::Unlinked))
     }
 
     /// Moves the entry to `deadline`, whether it was scheduled or expired.
@@ -202,53 +205,52 @@ impl<T> Wheel<T> {
     /// `deadline <= elapsed` (it is left unlinked, i.e. expired, and the
     /// caller completes it), `None` if the key is stale.
     pub fn reset(&mut self, key: Key, deadline: u64) -> Option<bool> {
-        self.check(key)?;
-        if self.stays_in_its_slot(key.index, deadline) {
+        let (elapsed, bits) = (self.elapsed, self.bits);
+        let entry = self.entry_mut(key)?;
+        if stays_in_its_slot(entry.place, elapsed, bits, deadline) {
             // Where `link` would put it anyway: a heartbeat pushing a
             // deadline along within one slot costs no unlink and no link.
-            self.entries[key.index as usize].deadline = deadline;
+            entry.deadline = deadline;
             return Some(true);
         }
-        self.unlink(key.index);
-        self.entries[key.index as usize].deadline = deadline;
-        if deadline <= self.elapsed {
-            return Some(false);
-        }
-        self.link(key.index);
-        Some(true)
+        let (place, prev, next) = (entry.place, entry.prev, entry.next);
+        Some(self.relink(key.index, place, prev, next, deadline))
     }
 
-    /// Whether an entry linked into a level would be linked into the very
-    /// same slot with `deadline`.
-    fn stays_in_its_slot(&self, index: u32, deadline: u64) -> bool {
-        let entry = &self.entries[index as usize];
-        let Place::Level(level) = entry.place else {
+    /// `reset`'s slow path, out of line so the fast one above saves no
+    /// registers for it: moves entry `index` (at `place` with links `prev`
+    /// and `next`) to `deadline`, or leaves it unlinked if that is not after
+    /// `elapsed`. Returns whether it is scheduled.
+    #[inline(never)]
+    fn relink(&mut self, index: u32, place: Place, prev: u32, next: u32, deadline: u64) -> bool {
+        self.delist(index, place, prev, next);
+        if deadline <= self.elapsed {
+            let entry = &mut self.entries[index as usize];
+            entry.deadline = deadline;
+            entry.place = Place::Unlinked;
+            entry.prev = NIL;
+            entry.next = NIL;
             return false;
-        };
-        let level = usize::from(level);
-        deadline > self.elapsed
-            && level_for(self.elapsed, deadline, self.bits) == level
-            && slot_for(deadline, level, self.bits) == slot_for(entry.deadline, level, self.bits)
+        }
+        self.link(index, deadline);
+        true
     }
 
     /// The entry's value, if the key is current.
     pub(crate) fn value_mut(&mut self, key: Key) -> Option<&mut T> {
-        self.check(key)?;
-        Some(&mut self.entries[key.index as usize].value)
+        self.entry_mut(key).map(|entry| &mut entry.value)
     }
 
     /// Whether the entry is still waiting for its deadline (`Some(false)`
     /// once `pop_expired` has handed it out or `reset` found it due).
     pub(crate) fn is_scheduled(&self, key: Key) -> Option<bool> {
-        self.check(key)?;
-        Some(self.entries[key.index as usize].place != Place::Unlinked)
+        self.entry(key).map(|entry| entry.place != Place::Unlinked)
     }
 
     /// The entry's deadline in ticks.
     #[cfg(test)]
     pub(crate) fn deadline(&self, key: Key) -> Option<u64> {
-        self.check(key)?;
-        Some(self.entries[key.index as usize].deadline)
+        self.entry(key).map(|entry| entry.deadline)
     }
 
     /// Takes the values of all scheduled entries, leaving defaults behind and
@@ -334,33 +336,52 @@ impl<T> Wheel<T> {
         {
             self.slots_processed += 1;
         }
-        let mut list = self.levels[level].slot_mut(slot).take();
-        self.levels[level].clear_occupied(slot);
-        if self.levels[level].is_empty() {
+        let lvl = &mut self.levels[level];
+        let list = lvl.slot_mut(slot).take();
+        if lvl.clear_occupied(slot) {
             self.occupied_levels &= !(1 << level);
         }
-        while let Some(index) = list.pop_front(&mut self.entries) {
-            // Still counted in `scheduled`; `link` re-places it.
+        // The slot's list is detached whole, so each entry is simply linked
+        // anew; its old links are read before `link` overwrites them.
+        let mut at = list.head();
+        while let Some(index) = at {
+            let entry = &self.entries[index as usize];
+            at = Some(entry.next).filter(|&next| next != NIL);
+            let deadline = entry.deadline;
+            // Still counted in `scheduled`; `link` counts it again.
             self.scheduled -= 1;
-            self.entries[index as usize].place = Place::Unlinked;
-            self.link(index);
+            self.link(index, deadline);
         }
     }
 
-    /// Puts an unlinked entry where its deadline belongs relative to `elapsed`.
-    fn link(&mut self, index: u32) {
-        let deadline = self.entries[index as usize].deadline;
-        debug_assert_eq!(self.entries[index as usize].place, Place::Unlinked);
+    /// Puts entry `index`, which is in no list (never linked, handed out,
+    /// or just delisted), where `deadline` belongs relative to `elapsed`,
+    /// overwriting its deadline, place and links.
+    #[inline]
+    fn link(&mut self, index: u32, deadline: u64) {
+        let (place, prev) = self.enlist(index, deadline);
+        let entry = &mut self.entries[index as usize];
+        entry.deadline = deadline;
+        entry.place = place;
+        entry.prev = prev;
+        entry.next = NIL;
+    }
+
+    /// Appends `index` to the list `deadline` belongs in (the due list if it
+    /// is not after `elapsed`) and counts it as scheduled. Returns the
+    /// entry's new place and `prev` link (its `next` is [`NIL`]) without
+    /// touching the entry, so `insert` can call it before the entry is in
+    /// the slab and write the entry once.
+    #[inline(always)]
+    fn enlist(&mut self, index: u32, deadline: u64) -> (Place, u32) {
         self.scheduled += 1;
         if deadline <= self.elapsed {
-            self.due.push_back(&mut self.entries, index);
-            self.entries[index as usize].place = Place::Due;
-            return;
+            return (Place::Due, self.due.link_back(&mut self.entries, index));
         }
         let level = level_for(self.elapsed, deadline, self.bits);
         debug_assert!(level < max_levels(self.bits));
-        while self.levels.len() <= level {
-            self.levels.push(Level::new(1 << self.bits));
+        if level >= self.levels.len() {
+            self.add_levels(level);
         }
         let slot = slot_for(deadline, level, self.bits);
         debug_assert!(
@@ -369,41 +390,60 @@ impl<T> Wheel<T> {
             self.elapsed
         );
         let lvl = &mut self.levels[level];
-        lvl.slot_mut(slot).push_back(&mut self.entries, index);
         lvl.set_occupied(slot);
+        let prev = lvl.slot_mut(slot).link_back(&mut self.entries, index);
         self.occupied_levels |= 1 << level;
-        self.entries[index as usize].place = Place::Level(level as u8);
+        let place = Place::Level {
+            level: level as u8,
+            slot: slot as u16,
+        };
+        (place, prev)
     }
 
-    /// Takes a linked entry out of its list; a no-op for an unlinked one.
-    fn unlink(&mut self, index: u32) {
-        let entry = &self.entries[index as usize];
-        match entry.place {
+    /// Allocates levels up to `level`: rare (at most `max_levels` times in a
+    /// wheel's life, plus after trims), so kept out of `enlist`.
+    #[cold]
+    #[inline(never)]
+    fn add_levels(&mut self, level: usize) {
+        while self.levels.len() <= level {
+            self.levels.push(Level::new(1 << self.bits));
+        }
+    }
+
+    /// Takes entry `index`, whose place and links are given, out of its list
+    /// (a no-op if it is unlinked) and uncounts it. The entry itself is not
+    /// written: the caller removes it or links it anew.
+    #[inline(always)]
+    fn delist(&mut self, index: u32, place: Place, prev: u32, next: u32) {
+        match place {
             Place::Unlinked => return,
-            Place::Due => self.due.unlink(&mut self.entries, index),
-            Place::Level(level) => {
-                let level = level as usize;
-                let slot = slot_for(entry.deadline, level, self.bits);
-                let lvl = &mut self.levels[level];
-                let list = lvl.slot_mut(slot);
-                list.unlink(&mut self.entries, index);
-                if list.is_empty() {
-                    lvl.clear_occupied(slot);
-                    if lvl.is_empty() {
-                        self.occupied_levels &= !(1 << level);
-                    }
+            Place::Due => self.due.detach(&mut self.entries, index, prev, next),
+            Place::Level { level, slot } => {
+                let lvl = &mut self.levels[usize::from(level)];
+                let list = lvl.slot_mut(usize::from(slot));
+                list.detach(&mut self.entries, index, prev, next);
+                if list.is_empty() && lvl.clear_occupied(usize::from(slot)) {
+                    self.occupied_levels &= !(1 << level);
                 }
             }
         }
-        self.entries[index as usize].place = Place::Unlinked;
         self.scheduled -= 1;
     }
 
-    fn check(&self, key: Key) -> Option<()> {
-        match self.entries.get(key.index as usize) {
-            Some(entry) if entry.generation == key.generation => Some(()),
-            _ => None,
-        }
+    /// The entry `key` names, if the key is current.
+    #[inline]
+    fn entry(&self, key: Key) -> Option<&Entry<T>> {
+        self.entries
+            .get(key.index as usize)
+            .filter(|entry| entry.generation == key.generation)
+    }
+
+    /// See [`entry`](Wheel::entry).
+    #[inline]
+    fn entry_mut(&mut self, key: Key) -> Option<&mut Entry<T>> {
+        self.entries
+            .get_mut(key.index as usize)
+            .filter(|entry| entry.generation == key.generation)
     }
 
     /// Checks every structural invariant; for tests.
@@ -424,7 +464,13 @@ impl<T> Wheel<T> {
                 );
                 for index in list.keys(&self.entries) {
                     let e = &self.entries[index as usize];
-                    assert_eq!(e.place, Place::Level(l as u8));
+                    assert_eq!(
+                        e.place,
+                        Place::Level {
+                            level: l as u8,
+                            slot: s as u16
+                        }
+                    );
                     assert!(
                         e.deadline > self.elapsed,
                         "scheduled entry at {} but elapsed is {}",
@@ -450,6 +496,19 @@ impl<T> Wheel<T> {
         }
         assert_eq!(seen, self.scheduled, "scheduled count drifted");
     }
+}
+
+/// Whether an entry at `place` would be linked into the very same slot with
+/// `deadline` (only an entry in a level can stay).
+#[inline]
+fn stays_in_its_slot(place: Place, elapsed: u64, bits: u32, deadline: u64) -> bool {
+    let Place::Level { level, slot } = place else {
+        return false;
+    };
+    let level = usize::from(level);
+    deadline > elapsed
+        && level_for(elapsed, deadline, bits) == level
+        && slot_for(deadline, level, bits) == usize::from(slot)
 }
 
 #[cfg(test)]

@@ -97,8 +97,12 @@ fn a_reset_within_its_slot_moves_the_deadline_without_relinking() {
     let mut wheel: Wheel<u64> = Wheel::new(64);
     let key = wheel.try_insert(1030, 7).unwrap();
     let other = wheel.try_insert(1030, 8).unwrap();
-    assert!(wheel.stays_in_its_slot(key.index, 1080));
-    assert!(!wheel.stays_in_its_slot(key.index, 1100), "the next slot");
+    let stays = |wheel: &Wheel<u64>, deadline| {
+        let place = wheel.entries[key.index as usize].place;
+        stays_in_its_slot(place, wheel.elapsed, wheel.bits, deadline)
+    };
+    assert!(stays(&wheel, 1080));
+    assert!(!stays(&wheel, 1100), "the next slot");
     assert_eq!(wheel.reset(key, 1080), Some(true));
     wheel.assert_invariants();
     assert_eq!(drain(&mut wheel, 1079), [(1030, 8)]);
