@@ -235,7 +235,11 @@ impl Model {
             "sleep {}: first poll at {now:?}, deadline {:?}",
             s.id, s.deadline
         );
-        assert!(!ready || s.deadline <= now, "sleep {}: completed early", s.id);
+        assert!(
+            !ready || s.deadline <= now,
+            "sleep {}: completed early",
+            s.id
+        );
         if ready {
             s.state = State::Done;
             s.completions += 1;

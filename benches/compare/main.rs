@@ -31,12 +31,13 @@ use support::Size;
 type Workload = fn(&Config);
 
 /// The workloads, in the order they run.
-const WORKLOADS: [(&str, Workload); 8] = [
+const WORKLOADS: [(&str, Workload); 9] = [
     ("timeout_ready", micro::timeout_ready),
     ("churn", micro::churn),
     ("timeout_yield", micro::timeout_yield),
     ("pending_1m", pending::pending_1m),
     ("reset", micro::reset),
+    ("repoll", micro::repoll),
     ("fire_200k", fire::fire_200k),
     ("mt_churn", micro::mt_churn),
     ("scaling", pending::scaling),

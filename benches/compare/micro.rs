@@ -1,5 +1,5 @@
 //! The per-call workloads: `timeout_ready`, `churn`, `timeout_yield`,
-//! `reset` and `mt_churn`.
+//! `reset`, `repoll` and `mt_churn`.
 //!
 //! Each run builds a fresh runtime (so each side starts with an empty timer),
 //! warms up with a tenth of the work, then times the rest with
@@ -180,13 +180,33 @@ pub(crate) fn reset(cfg: &Config) {
     let runs = alternate(
         cfg.micro_runs,
         cfg.sides,
-        || reset_run::<Tokio>(n, RESET_ROUNDS),
-        || reset_run::<Wheel>(n, RESET_ROUNDS),
+        || registered_run::<Tokio>(n, RESET_ROUNDS, reset_round::<Tokio>),
+        || registered_run::<Wheel>(n, RESET_ROUNDS, reset_round::<Wheel>),
     );
     Row::median(label("reset", n, RESET_N), "ns/reset", &runs, |&ns| ns).print();
 }
 
-fn reset_run<T: Side>(n: usize, rounds: usize) -> f64 {
+/// 100,000 registered sleeps, each polled again by the same task (as a
+/// `Timeout` polls its delay whenever the inner future is pending), 10
+/// rounds.
+pub(crate) fn repoll(cfg: &Config) {
+    let n = cfg.size.of(RESET_N, 1000);
+    let runs = alternate(
+        cfg.micro_runs,
+        cfg.sides,
+        || registered_run::<Tokio>(n, RESET_ROUNDS, repoll_round::<Tokio>),
+        || registered_run::<Wheel>(n, RESET_ROUNDS, repoll_round::<Wheel>),
+    );
+    Row::median(label("repoll", n, RESET_N), "ns/poll", &runs, |&ns| ns).print();
+}
+
+/// One round over every registered sleep: its deadlines, and each sleep's
+/// step for `reset`.
+type Round<S> = fn(&mut Context<'_>, &mut [Pin<Box<S>>], &mut [Instant], &[Duration]);
+
+/// Registers `n` sleeps 1-5 s out, runs one warm-up round, then times
+/// `rounds` rounds; ns per sleep per round. Every sleep must stay registered.
+fn registered_run<T: Side>(n: usize, rounds: usize, round: Round<T::Sleep>) -> f64 {
     let rt = current_thread();
     block_on_unconstrained(&rt, async {
         let mut rng = Rng::new(0x5e7);
@@ -213,19 +233,20 @@ fn reset_run<T: Side>(n: usize, rounds: usize) -> f64 {
         assert_eq!(
             T::pending().unwrap_or(n),
             n,
-            "reset: not every sleep registered"
+            "{}: not every sleep registered",
+            T::NAME
         );
-        // Warm-up: one round.
-        with_context(|cx| reset_round::<T>(cx, &mut sleeps, &mut deadlines, &steps)).await;
+        with_context(|cx| round(cx, &mut sleeps, &mut deadlines, &steps)).await;
         let start = std::time::Instant::now();
         for _ in 0..rounds {
-            with_context(|cx| reset_round::<T>(cx, &mut sleeps, &mut deadlines, &steps)).await;
+            with_context(|cx| round(cx, &mut sleeps, &mut deadlines, &steps)).await;
         }
         let ns = nanos_per(start.elapsed(), n * rounds);
         assert_eq!(
             T::pending().unwrap_or(n),
             n,
-            "reset: a sleep left the wheel"
+            "{}: a sleep left the wheel",
+            T::NAME
         );
         ns
     })
@@ -244,6 +265,22 @@ fn reset_round<T: Side>(
         assert!(
             sleep.as_mut().poll(cx).is_pending(),
             "{}: a reset sleep completed",
+            T::NAME
+        );
+    }
+}
+
+#[inline(never)]
+fn repoll_round<T: Side>(
+    cx: &mut Context<'_>,
+    sleeps: &mut [Pin<Box<T::Sleep>>],
+    _: &mut [Instant],
+    _: &[Duration],
+) {
+    for sleep in sleeps {
+        assert!(
+            sleep.as_mut().poll(cx).is_pending(),
+            "{}: a sleep 1-5 s out completed",
             T::NAME
         );
     }

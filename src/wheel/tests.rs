@@ -111,6 +111,41 @@ fn a_reset_within_its_slot_moves_the_deadline_without_relinking() {
 }
 
 #[test]
+fn a_reset_later_stays_linked_early_and_moves_on_when_its_slot_comes() {
+    // 64 slots: tick 30 is in level 0; 5000 and 9000 belong to level 2.
+    let mut wheel: Wheel<u64> = Wheel::new(64);
+    let key = wheel.try_insert(30, 7).unwrap();
+    for deadline in [100, 5000, 9000] {
+        assert_eq!(wheel.reset(key, deadline), Some(true));
+    }
+    assert!(wheel.lazy_resets, "left in the slot of tick 30");
+    assert_eq!(
+        wheel.entries[key.index as usize].place,
+        Place::Level { level: 0, slot: 30 }
+    );
+    wheel.assert_invariants();
+    // The driver may be woken for tick 30; nothing fires there.
+    assert_eq!(wheel.next_expiration(), Some(30));
+    assert_eq!(drain(&mut wheel, 30), []);
+    wheel.assert_invariants();
+    assert!(wheel.next_expiration().is_some_and(|next| next > 30));
+    assert_eq!(drain(&mut wheel, 8999), []);
+    assert_eq!(wheel.is_scheduled(key), Some(true));
+    assert_eq!(drain(&mut wheel, 9000), [(9000, 7)]);
+}
+
+#[test]
+fn a_reset_earlier_relinks_at_once() {
+    let mut wheel: Wheel<u64> = Wheel::new(64);
+    let key = wheel.try_insert(5000, 7).unwrap();
+    assert_eq!(wheel.reset(key, 30), Some(true));
+    assert!(!wheel.lazy_resets);
+    wheel.assert_invariants();
+    assert_eq!(wheel.next_expiration(), Some(30));
+    assert_eq!(drain(&mut wheel, 30), [(30, 7)]);
+}
+
+#[test]
 fn a_stale_key_never_touches_a_reused_slot() {
     let mut wheel = Wheel::new(64);
     let old = wheel.try_insert(5, 1).unwrap();
