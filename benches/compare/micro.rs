@@ -29,8 +29,9 @@ const TIMEOUT: Duration = Duration::from_secs(5);
 const TIMEOUT_READY_N: usize = 2_000_000;
 const CHURN_N: usize = 1_000_000;
 const TIMEOUT_YIELD_N: usize = 200_000;
-const RESET_N: usize = 100_000;
-const RESET_ROUNDS: usize = 10;
+/// Sleeps kept registered by `reset` and `repoll`, and their timed rounds.
+const REGISTERED_N: usize = 100_000;
+const REGISTERED_ROUNDS: usize = 10;
 const MT_CHURN_N: usize = 1_000_000;
 const MT_TASKS: usize = 8;
 const MT_WORKERS: usize = 2;
@@ -176,28 +177,44 @@ async fn timeout_yield_loop<T: Side>(n: usize) {
 /// 100,000 registered sleeps, each moved to a later deadline and polled, 10
 /// rounds.
 pub(crate) fn reset(cfg: &Config) {
-    let n = cfg.size.of(RESET_N, 1000);
-    let runs = alternate(
-        cfg.micro_runs,
-        cfg.sides,
-        || registered_run::<Tokio>(n, RESET_ROUNDS, reset_round::<Tokio>),
-        || registered_run::<Wheel>(n, RESET_ROUNDS, reset_round::<Wheel>),
+    registered(
+        cfg,
+        "reset",
+        "ns/reset",
+        reset_round::<Tokio>,
+        reset_round::<Wheel>,
     );
-    Row::median(label("reset", n, RESET_N), "ns/reset", &runs, |&ns| ns).print();
 }
 
 /// 100,000 registered sleeps, each polled again by the same task (as a
 /// `Timeout` polls its delay whenever the inner future is pending), 10
 /// rounds.
 pub(crate) fn repoll(cfg: &Config) {
-    let n = cfg.size.of(RESET_N, 1000);
+    registered(
+        cfg,
+        "repoll",
+        "ns/poll",
+        repoll_round::<Tokio>,
+        repoll_round::<Wheel>,
+    );
+}
+
+/// Runs `registered_run` with each side's `round` and prints the row.
+fn registered(
+    cfg: &Config,
+    name: &str,
+    unit: &'static str,
+    tokio: Round<<Tokio as Side>::Sleep>,
+    wheel: Round<<Wheel as Side>::Sleep>,
+) {
+    let n = cfg.size.of(REGISTERED_N, 1000);
     let runs = alternate(
         cfg.micro_runs,
         cfg.sides,
-        || registered_run::<Tokio>(n, RESET_ROUNDS, repoll_round::<Tokio>),
-        || registered_run::<Wheel>(n, RESET_ROUNDS, repoll_round::<Wheel>),
+        || registered_run::<Tokio>(n, REGISTERED_ROUNDS, tokio),
+        || registered_run::<Wheel>(n, REGISTERED_ROUNDS, wheel),
     );
-    Row::median(label("repoll", n, RESET_N), "ns/poll", &runs, |&ns| ns).print();
+    Row::median(label(name, n, REGISTERED_N), unit, &runs, |&ns| ns).print();
 }
 
 /// One round over every registered sleep: its deadlines, and each sleep's
