@@ -241,7 +241,7 @@ impl Sleep {
         let this = self.get_mut();
         this.deadline = deadline;
         match (this.state, &this.timer) {
-            (State::Registered { key, waker, .. }, Some(timer)) => {
+            (State::Registered { key, waker }, Some(timer)) => {
                 let holds_waker = timer.shared().reset(key, deadline);
                 let waker = waker.filter(|_| holds_waker);
                 this.state = State::Registered { key, waker };

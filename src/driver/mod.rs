@@ -72,8 +72,9 @@
 //! before the wheel's `elapsed`, which never passes it. A deadline after
 //! the start of tick `p` rounds up to a tick after `p`, so a `Sleep` whose
 //! deadline reads as later than `published` (Acquire, pairing with the
-//! runner's Release) knows its entry has not fired; if the waker it last left in the entry also
-//! `will_wake` the one it is polled with, it returns `Pending` untouched.
+//! runner's Release) knows its entry has not fired; if the waker it last
+//! left in the entry also `will_wake` the one it is polled with, it returns
+//! `Pending` untouched.
 //! A runner that has already taken that waker and not yet woken it will
 //! wake it, so the task is polled again and then sees the new value (the
 //! wake orders it). Raising `published` early only sends polls to the

@@ -232,7 +232,7 @@ impl<T> Wheel<T> {
             }
             return Some(true);
         }
-        let (place, prev, next) = (entry.place, entry.prev, entry.next);
+        let (prev, next) = (entry.prev, entry.next);
         Some(self.relink(key.index, place, prev, next, deadline))
     }
 
