@@ -16,8 +16,9 @@
 pub struct Stats {
     /// Timers registered and waiting for their deadline.
     pub pending: usize,
-    /// Wheel entries in use: the pending ones plus fired ones whose future
-    /// has not yet been polled or dropped to collect the result.
+    /// Wheel entries in use. The driver frees an entry when it fires it and
+    /// a future frees its own when dropped, so this equals `pending`; a
+    /// difference would be a leak.
     pub entries: usize,
     /// Levels the wheel has allocated (level 0 always; higher ones on demand).
     pub levels: usize,

@@ -290,12 +290,13 @@ impl Timer {
     /// # }
     /// ```
     pub fn try_sleep_until(&self, deadline: Instant) -> Result<Sleep, Error> {
+        let tick = self.shared.clock().deadline_tick(deadline);
         let registration = if deadline <= self.now() {
             Registration::Elapsed
         } else {
-            self.shared.register(deadline, None)
+            self.shared.register(deadline, tick, None)
         };
-        Sleep::registered(self.clone(), deadline, registration)
+        Sleep::registered(self.clone(), deadline, tick, registration)
     }
 
     /// Like [`timeout`](Timer::timeout), but registers its sleep now; see

@@ -39,19 +39,6 @@ impl Clock {
         }
     }
 
-    /// `deadline` in nanoseconds since the origin, saturating at both ends.
-    /// Its entry fires at tick `p` or later iff this exceeds `p`'s
-    /// [`start_nanos`](Clock::start_nanos), with no division on the way.
-    pub(crate) fn nanos(&self, deadline: Instant) -> u64 {
-        let nanos = deadline.saturating_duration_since(self.origin).as_nanos();
-        u64::try_from(nanos).unwrap_or(u64::MAX)
-    }
-
-    /// When `tick` begins, in nanoseconds since the origin, saturating.
-    pub(crate) fn start_nanos(&self, tick: u64) -> u64 {
-        tick.saturating_mul(self.tick_nanos)
-    }
-
     /// The last tick that has fully begun by `now` (rounds down), at most
     /// `u64::MAX - 1`: tick `u64::MAX` is where [`deadline_tick`] clamps
     /// deadlines beyond the wheel's range, so it must never come, or a

@@ -9,9 +9,9 @@ use crate::sync::{Arc, AtomicU8, Ordering};
 
 /// The value the driver stores in each wheel entry.
 pub(crate) enum Job {
-    /// A `Sleep`'s entry, owned by the `Sleep`: it holds the waker of the
-    /// task polling it (`None` before the first poll, or once woken), and
-    /// stays in the wheel after firing until the `Sleep` collects it.
+    /// A `Sleep`'s entry: it holds the waker of the task polling it (`None`
+    /// before the first poll). The driver frees it when it fires; the
+    /// `Sleep` frees it if dropped or reset before then.
     Wake(Option<Waker>),
     /// A callback timer's entry, owned by the driver: removed from the wheel
     /// when it fires or is cancelled.

@@ -7,9 +7,11 @@
 //! [`Shared`] owns the wheel, behind one mutex. The wheel stores a [`Job`]
 //! per entry:
 //!
-//! - a `Sleep`'s entry holds its task's waker. The `Sleep` owns the entry and
-//!   frees it when it completes or is dropped, so dropping a pending `Sleep`
-//!   leaves nothing behind.
+//! - a `Sleep`'s entry holds its task's waker. The driver frees it when it
+//!   fires it (taking the waker to wake); the `Sleep` frees it when it is
+//!   dropped or reset while still pending. So dropping a `Sleep` leaves
+//!   nothing behind, and a fired one holds no slab slot while it waits to be
+//!   polled.
 //! - a callback's entry holds the closure. The driver owns it: it removes the
 //!   entry when it fires (and runs the closure) or when its `TimerHandle`
 //!   cancels it. While a runtime timer has pending callbacks it holds a
@@ -63,22 +65,33 @@
 //!
 //! A pending `Sleep` is polled again and again (a `Timeout` polls its delay
 //! whenever the inner future is pending), and almost always nothing has
-//! changed. `published` lets such a poll skip the lock: it is the start of
-//! a tick (in nanoseconds since the clock's origin, so that a `Sleep` can
-//! compare its deadline without dividing) such that no entry due after it
-//! has fired. The runner raises it, under the lock, to the tick it is about
-//! to process *before* popping (hence before waking) anything due by then;
-//! `shut_down` raises it to `u64::MAX`; an entry fired by `reset` is at or
-//! before the wheel's `elapsed`, which never passes it. A deadline after
-//! the start of tick `p` rounds up to a tick after `p`, so a `Sleep` whose
-//! deadline reads as later than `published` (Acquire, pairing with the
-//! runner's Release) knows its entry has not fired; if the waker it last
-//! left in the entry also `will_wake` the one it is polled with, it returns
-//! `Pending` untouched.
-//! A runner that has already taken that waker and not yet woken it will
-//! wake it, so the task is polled again and then sees the new value (the
-//! wake orders it). Raising `published` early only sends polls to the
-//! locked path; it is never lowered.
+//! changed. Two watermarks, in ticks, let such a poll skip the lock; the
+//! `Sleep` keeps its deadline's tick, so checking costs a load and a
+//! compare, with no clock conversion.
+//!
+//! `published`: no entry due after it has fired. The runner raises it,
+//! under the lock, to the tick it is about to process *before* popping
+//! (hence before waking) anything due by then; `shut_down` raises it to
+//! `u64::MAX`; an entry fired by `reset` is at or before the wheel's
+//! `elapsed`, which never passes it. A `Sleep` whose tick is later
+//! (Acquire, pairing with the runner's Release) knows its entry has not
+//! fired; if the waker it last left in the entry also `will_wake` the one it
+//! is polled with, it returns `Pending` untouched. A runner that has
+//! already taken that waker and not yet woken it will wake it, so the task
+//! is polled again and then sees the new value (the wake orders it).
+//! Raising `published` early only sends polls to the locked path; it is
+//! never lowered.
+//!
+//! `completed`: no entry due by it is still in the wheel. The runner raises
+//! it, under the lock, once it has popped (and freed) everything due by the
+//! tick it processed, and never at shutdown, which leaves entries in place.
+//! A `Sleep` whose tick is at or before it has fired: it completes, and on
+//! drop or reset lets go of its key, without the lock. So a fired `Sleep`
+//! never uses its key again once the batch that fired it is done, and the
+//! 32-bit generation in the key cannot come round to match a newer entry in
+//! the same slab slot. Between the pop and the raise (one batch) a poll
+//! takes the lock and finds the key gone, which also means fired: only the
+//! driver and the owning `Sleep` free a `Sleep`'s entry.
 //!
 //! # Locks
 //!
@@ -155,9 +168,11 @@ pub(crate) struct Shared {
     run_state: AtomicU8,
     /// Mirrors `Inner::shut_down` for lock-free checks (the registry cache).
     shut_down: AtomicBool,
-    /// No entry whose deadline is after this many nanoseconds since the
-    /// clock's origin has fired: see "Polling without the lock".
+    /// No entry due after this tick has fired: see "Polling without the
+    /// lock".
     published: AtomicU64,
+    /// Every entry due by this tick has fired and been freed.
+    completed: AtomicU64,
     clock: Clock,
     slots_per_level: usize,
     max_pending: usize,
@@ -255,19 +270,15 @@ impl Inner {
         }
     }
 
-    /// Takes what a fired entry must do; a callback's entry leaves the wheel.
-    fn take_fire(&mut self, key: Key) -> (Option<Fire>, Option<Arc<Shared>>) {
+    /// What a fired entry's job must do, counting it; a callback is done.
+    fn take_fire(&mut self, job: Job) -> (Option<Fire>, Option<Arc<Shared>>) {
         self.fired += 1;
-        match self.wheel.value_mut(key) {
-            Some(Job::Wake(waker)) => (waker.take().map(Fire::Wake), None),
-            Some(Job::Call(_)) => {
-                let Some(Job::Call(callback)) = self.wheel.remove(key) else {
-                    unreachable!("matched above")
-                };
+        match job {
+            Job::Wake(waker) => (waker.map(Fire::Wake), None),
+            Job::Call(callback) => {
                 callback.state.set_phase(EXPIRED);
                 (Some(Fire::Call(callback.run)), self.callback_done())
             }
-            None => unreachable!("pop_expired handed out a vanished key"),
         }
     }
 }
@@ -281,6 +292,29 @@ pub(crate) enum Registration {
     Elapsed,
     /// The timer refused it.
     Refused(Error),
+}
+
+/// What [`Shared::progress`] can tell about a `Sleep`'s entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Progress {
+    /// It has certainly not fired.
+    NotFired,
+    /// It may be firing right now: ask under the lock.
+    Unknown,
+    /// It has fired and been freed: its key must not be used again.
+    Fired,
+}
+
+/// What [`Shared::reset`] did with a `Sleep`'s entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reset {
+    /// Moved; still pending. `holds_waker`: the entry still has the waker
+    /// the `Sleep` last left in it.
+    Pending { holds_waker: bool },
+    /// The new deadline's tick was already processed: fired, freed and woken.
+    Fired,
+    /// The driver had already fired and freed it.
+    Gone,
 }
 
 /// The outcome of [`Shared::shut_down`]: what will never run.
@@ -353,6 +387,7 @@ impl Shared {
             run_state: AtomicU8::new(0),
             shut_down: AtomicBool::new(false),
             published: AtomicU64::new(0),
+            completed: AtomicU64::new(0),
             clock,
             slots_per_level,
             max_pending,
@@ -397,8 +432,16 @@ impl Shared {
     /// earlier pending tick, whose alarm is then already due and fires it
     /// with that tick: late by at most a tick, never early, as with
     /// `tokio::time`, which does not read the clock on registration either.
-    pub(crate) fn register(&self, deadline: Instant, waker: Option<&Waker>) -> Registration {
-        let tick = self.clock.deadline_tick(deadline);
+    ///
+    /// `tick` is `deadline`'s ([`Clock::deadline_tick`]), which the caller
+    /// keeps for [`progress`](Shared::progress).
+    pub(crate) fn register(
+        &self,
+        deadline: Instant,
+        tick: u64,
+        waker: Option<&Waker>,
+    ) -> Registration {
+        debug_assert_eq!(tick, self.clock.deadline_tick(deadline));
         let mut inner = self.inner.lock();
         if tick <= inner.wheel.elapsed() || inner.reached(deadline) {
             return Registration::Elapsed;
@@ -426,33 +469,38 @@ impl Shared {
         drop(inner);
         self.notify();
         let mut inner = self.inner.lock();
-        match inner.wheel.is_scheduled(key) {
-            Some(false) => {
-                // Completed, not fired: it never was pending to the caller.
+        match inner.wheel.value_mut(key) {
+            Some(Job::Wake(slot)) => *slot = waker.cloned(),
+            // Fired and freed by the runner: completed, not fired, to the
+            // caller, for whom it never was pending.
+            None => {
                 inner.fired -= 1;
-                inner.wheel.remove(key);
                 return Registration::Elapsed;
             }
-            Some(true) => {
-                if let Some(Job::Wake(slot)) = inner.wheel.value_mut(key) {
-                    *slot = waker.cloned();
-                }
-            }
-            None => unreachable!("only the registering Sleep frees its entry"),
+            Some(Job::Call(_)) => unreachable!("a Sleep's key names a callback"),
         }
         Registration::Pending(key)
     }
 
-    /// Checks a `Sleep`'s entry: `Ready` (and frees it) once it has fired,
-    /// otherwise stores `waker` if it differs from the one held.
+    /// Registers a `Sleep` whose entry has fired and is being reset, with
+    /// no waker (firing took it). Completing at once counts as firing
+    /// again, as resetting a pending entry into the past does.
+    pub(crate) fn rearm(&self, deadline: Instant, tick: u64) -> Registration {
+        let registration = self.register(deadline, tick, None);
+        if let Registration::Elapsed = registration {
+            self.inner.lock().fired += 1;
+        }
+        registration
+    }
+
+    /// Checks a `Sleep`'s entry: `Ready` once it has fired (the driver has
+    /// freed it), otherwise stores `waker` if it differs from the one held.
     pub(crate) fn poll_entry(&self, key: Key, waker: &Waker) -> Poll<Result<(), Error>> {
         let mut inner = self.inner.lock();
-        match inner.wheel.is_scheduled(key) {
-            Some(true) if inner.shut_down => Poll::Ready(Err(Error::shut_down())),
-            Some(true) => {
-                let Some(Job::Wake(slot)) = inner.wheel.value_mut(key) else {
-                    unreachable!("a Sleep's key names a callback")
-                };
+        let shut_down = inner.shut_down;
+        match inner.wheel.value_mut(key) {
+            Some(_) if shut_down => Poll::Ready(Err(Error::shut_down())),
+            Some(Job::Wake(slot)) => {
                 let old = match slot {
                     Some(held) if held.will_wake(waker) => None,
                     _ => slot.replace(waker.clone()),
@@ -461,74 +509,74 @@ impl Shared {
                 drop(old);
                 Poll::Pending
             }
-            Some(false) => {
-                inner.wheel.remove(key);
-                Poll::Ready(Ok(()))
-            }
-            // Only the owning `Sleep` frees its entry, so this cannot happen;
-            // failing loudly beats completing a timer that may not be due.
-            None => unreachable!("a Sleep's wheel entry vanished"),
+            Some(Job::Call(_)) => unreachable!("a Sleep's key names a callback"),
+            // Only the driver (firing it) and the owning `Sleep` free the
+            // entry, and shutdown leaves it in place: gone means fired.
+            None => Poll::Ready(Ok(())),
         }
     }
 
-    /// Whether the entry of a sleep registered for `deadline` may have
-    /// fired: `false` means it certainly has not. See "Polling without the
+    /// How far the runner has got with the entry of a sleep due at `tick`,
+    /// as far as can be told without the lock. See "Polling without the
     /// lock".
-    pub(crate) fn may_have_fired(&self, deadline: Instant) -> bool {
-        self.clock.nanos(deadline) <= self.published.load(Ordering::Acquire)
+    pub(crate) fn progress(&self, tick: u64) -> Progress {
+        if tick > self.published.load(Ordering::Acquire) {
+            Progress::NotFired
+        } else if tick <= self.completed.load(Ordering::Acquire) {
+            Progress::Fired
+        } else {
+            Progress::Unknown
+        }
     }
 
-    /// Whether a registered entry has fired (without freeing it).
+    /// Whether a registered entry has fired (the driver has freed it).
     pub(crate) fn has_fired(&self, key: Key) -> bool {
-        self.inner.lock().wheel.is_scheduled(key) == Some(false)
+        let mut inner = self.inner.lock();
+        inner.wheel.value_mut(key).is_none()
     }
 
-    /// Frees an entry whose `Sleep` is dropped.
+    /// Frees the entry of a `Sleep` that is dropped or reset before it
+    /// completed; nothing if the driver has fired (and freed) it meanwhile.
     pub(crate) fn cancel(&self, key: Key) {
         let mut inner = self.inner.lock();
-        let taken = inner.wheel.take(key);
-        if let Some((_, true)) = taken {
+        let taken = inner.wheel.remove(key);
+        if taken.is_some() {
             inner.cancelled += 1;
         }
         drop(inner);
         drop(taken);
     }
 
-    /// Moves a `Sleep`'s entry to `deadline`, fired or not, keeping its
-    /// waker. If the new deadline's tick is already processed the entry is
-    /// fired now and its waker woken.
+    /// Moves a pending `Sleep`'s entry to `deadline`, keeping its waker. If
+    /// the new deadline's tick is already processed the entry fires now: it
+    /// is freed and its waker woken.
     ///
-    /// After shutdown the entry is still moved, so that a sleep which had
-    /// fired and is reset to a later deadline is pending again (and its
-    /// next poll reports the shutdown) instead of completing early; only
-    /// the alarm is left alone.
-    ///
-    /// Returns whether the entry still holds a waker (one that had fired,
-    /// or fires now, has had its waker taken).
-    pub(crate) fn reset(&self, key: Key, deadline: Instant) -> bool {
-        let tick = self.clock.deadline_tick(deadline);
+    /// After shutdown a pending entry is still moved (only the alarm is left
+    /// alone), so its next poll reports the shutdown.
+    pub(crate) fn reset(&self, key: Key, tick: u64) -> Reset {
         let mut inner = self.inner.lock();
-        let mut wake = None;
-        let mut notify = false;
         match inner.wheel.reset(key, tick) {
-            Some(true) => notify = !inner.shut_down && inner.pull_in(tick),
-            Some(false) => {
-                inner.fired += 1;
-                if let Some(Job::Wake(waker)) = inner.wheel.value_mut(key) {
-                    wake = waker.take();
+            Some(true) => {
+                let notify = !inner.shut_down && inner.pull_in(tick);
+                let holds_waker = matches!(inner.wheel.value_mut(key), Some(Job::Wake(Some(_))));
+                drop(inner);
+                if notify {
+                    self.notify();
                 }
+                Reset::Pending { holds_waker }
             }
-            None => debug_assert!(false, "reset of a vanished entry"),
+            Some(false) => {
+                let job = inner.wheel.remove(key).expect("reset found it");
+                let (fire, keep_alive) = inner.take_fire(job);
+                debug_assert!(keep_alive.is_none(), "a Sleep's key names a callback");
+                drop(inner);
+                if let Some(fire) = fire {
+                    self.fire(fire);
+                }
+                Reset::Fired
+            }
+            None => Reset::Gone,
         }
-        let holds_waker = matches!(inner.wheel.value_mut(key), Some(Job::Wake(Some(_))));
-        drop(inner);
-        if notify {
-            self.notify();
-        }
-        if let Some(waker) = wake {
-            self.fire(Fire::Wake(waker));
-        }
-        holds_waker
     }
 
     /// Schedules `run` for `deadline`. A deadline whose tick has already
@@ -706,19 +754,23 @@ impl Shared {
                 break;
             }
             self.publish(now);
-            while let Some(key) = inner.wheel.pop_expired(now) {
-                let (fire, keep_alive) = inner.take_fire(key);
+            while let Some(job) = inner.wheel.pop_expired_value(now) {
+                let (fire, keep_alive) = inner.take_fire(job);
                 batch.extend(fire);
                 release.extend(keep_alive);
                 if batch.len() == FIRE_BATCH {
                     drop(inner);
                     batch.drain(..).for_each(|fire| self.fire(fire));
                     inner = self.inner.lock();
+                    if inner.shut_down {
+                        break;
+                    }
                 }
             }
             if inner.shut_down {
                 break;
             }
+            self.complete(now);
             match inner.wheel.next_expiration() {
                 None => {
                     inner.wake_at = NEVER;
@@ -741,11 +793,21 @@ impl Shared {
     }
 
     /// Announces that entries up to `tick` may fire from now on; called
-    /// under the lock before any of them is popped, so before any is woken.
+    /// under the lock before any of them is popped.
     fn publish(&self, tick: u64) {
-        let nanos = self.clock.start_nanos(tick);
-        if nanos > self.published.load(Ordering::Relaxed) {
-            self.published.store(nanos, Ordering::Release);
+        if tick > self.published.load(Ordering::Relaxed) {
+            self.published.store(tick, Ordering::Release);
+        }
+    }
+
+    /// Announces that every entry due by `tick` has fired and been freed;
+    /// called under the lock once `pop_expired` has no more up to `tick`.
+    /// `now_tick` never reaches `u64::MAX`, the tick of deadlines beyond
+    /// the clock's range, so those never look fired.
+    fn complete(&self, tick: u64) {
+        debug_assert!(tick < u64::MAX);
+        if tick > self.completed.load(Ordering::Relaxed) {
+            self.completed.store(tick, Ordering::Release);
         }
     }
 

@@ -189,20 +189,13 @@ impl<T> Wheel<T> {
     /// Removes the entry, scheduled or expired, and returns its value.
     /// `None` if the key is stale.
     pub fn remove(&mut self, key: Key) -> Option<T> {
-        self.take(key).map(|(value, _)| value)
-    }
-
-    /// Removes the entry like [`remove`](Wheel::remove), also saying whether
-    /// it was still scheduled (a cancel) rather than expired, with one key
-    /// check.
-    pub(crate) fn take(&mut self, key: Key) -> Option<(T, bool)> {
         let entry = self.entry(key)?;
         let (place, prev, next) = (entry.place, entry.prev, entry.next);
         // The entry leaves the slab, so only its neighbours need new links.
         self.delist(key.index, place, prev, next);
         let value = self.entries.remove(key.index as usize).value;
         self.note_removal();
-        Some((value, place != Place::Unlinked))
+        Some(value)
     }
 
     /// Moves the entry to `deadline`, whether it was scheduled or expired.
@@ -262,6 +255,7 @@ impl<T> Wheel<T> {
 
     /// Whether the entry is still waiting for its deadline (`Some(false)`
     /// once `pop_expired` has handed it out or `reset` found it due).
+    #[cfg(test)]
     pub(crate) fn is_scheduled(&self, key: Key) -> Option<bool> {
         self.entry(key).map(|entry| entry.place != Place::Unlinked)
     }
@@ -323,6 +317,16 @@ impl<T> Wheel<T> {
                 }
             }
         }
+    }
+
+    /// Like [`pop_expired`](Wheel::pop_expired), but removes the entry too
+    /// and returns its value: what the driver does with everything due.
+    pub(crate) fn pop_expired_value(&mut self, now: u64) -> Option<T> {
+        let key = self.pop_expired(now)?;
+        // Unlinked already: only the slab slot is left to free.
+        let value = self.entries.remove(key.index as usize).value;
+        self.note_removal();
+        Some(value)
     }
 
     /// The lowest non-empty level and its first non-empty slot.

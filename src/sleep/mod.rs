@@ -1,16 +1,18 @@
 //! [`Sleep`], and the [`sleep`]/[`sleep_until`] constructors.
 
+mod state;
+
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll, RawWakerVTable, Waker};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::driver::Registration;
+use crate::driver::{Progress, Registration, Reset, Shared};
 use crate::error::Error;
-use crate::wheel::Key;
 use crate::Timer;
+use state::{Packed, State, WakerId};
 
 /// Waits until `duration` has elapsed, on the current runtime's default timer.
 ///
@@ -112,39 +114,7 @@ pub struct Sleep {
     deadline: Instant,
     /// `None` until a sleep on the default timer is first registered.
     timer: Option<Timer>,
-    state: State,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
-    /// Not in the wheel: not yet polled, or reset after completing.
-    Idle,
-    /// In the wheel under `key`, for the sleep's deadline. `waker` is the
-    /// identity of the waker the entry holds, if this sleep knows it: a poll
-    /// with the same waker before the timer has reached the deadline needs
-    /// no lock (see the driver's "Polling without the lock").
-    Registered { key: Key, waker: Option<WakerId> },
-    /// Completed.
-    Elapsed,
-}
-
-/// What [`Waker::will_wake`] compares: the data and vtable pointers, kept
-/// as addresses so that `Sleep` stays `Send` and `Sync`. Sound to compare
-/// while the entry holds the waker: that waker keeps its data alive, so the
-/// address cannot be reused by another.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct WakerId {
-    data: usize,
-    vtable: usize,
-}
-
-impl WakerId {
-    fn of(waker: &Waker) -> WakerId {
-        WakerId {
-            data: waker.data() as usize,
-            vtable: std::ptr::from_ref::<RawWakerVTable>(waker.vtable()) as usize,
-        }
-    }
+    state: Packed,
 }
 
 impl Sleep {
@@ -152,26 +122,29 @@ impl Sleep {
         Sleep {
             deadline,
             timer,
-            state: State::Idle,
+            state: Packed::IDLE,
         }
     }
 
-    /// A sleep that [`Timer::try_sleep_until`] registered eagerly.
+    /// A sleep that [`Timer::try_sleep_until`] registered eagerly for
+    /// `deadline`, whose tick is `tick`.
     pub(crate) fn registered(
         timer: Timer,
         deadline: Instant,
+        tick: u64,
         registration: Registration,
     ) -> Result<Sleep, Error> {
-        let state = match registration {
-            Registration::Pending(key) => State::Registered { key, waker: None },
+        let mut sleep = Sleep::new(Some(timer), deadline);
+        sleep.state.set(match registration {
+            Registration::Pending(key) => State::Registered {
+                key,
+                tick,
+                waker: None,
+            },
             Registration::Elapsed => State::Elapsed,
             Registration::Refused(error) => return Err(error),
-        };
-        Ok(Sleep {
-            deadline,
-            timer: Some(timer),
-            state,
-        })
+        });
+        Ok(sleep)
     }
 
     /// The instant at which the sleep completes (before rounding up to the
@@ -205,10 +178,14 @@ impl Sleep {
     /// # }
     /// ```
     pub fn is_elapsed(&self) -> bool {
-        match (self.state, &self.timer) {
-            (State::Elapsed, _) => true,
-            (State::Registered { key, .. }, Some(timer)) => {
-                timer.shared().may_have_fired(self.deadline) && timer.shared().has_fired(key)
+        match (self.state.get(), &self.timer) {
+            (State::Elapsed | State::Fired, _) => true,
+            (State::Registered { key, tick, .. }, Some(timer)) => {
+                match timer.shared().progress(tick) {
+                    Progress::NotFired => false,
+                    Progress::Unknown => timer.shared().has_fired(key),
+                    Progress::Fired => true,
+                }
             }
             _ => false,
         }
@@ -240,29 +217,53 @@ impl Sleep {
     pub fn reset(self: Pin<&mut Self>, deadline: Instant) {
         let this = self.get_mut();
         this.deadline = deadline;
-        match (this.state, &this.timer) {
-            (State::Registered { key, waker }, Some(timer)) => {
-                let holds_waker = timer.shared().reset(key, deadline);
-                let waker = waker.filter(|_| holds_waker);
-                this.state = State::Registered { key, waker };
+        let state = this.state.get();
+        let (State::Registered { .. } | State::Fired, Some(timer)) = (state, &this.timer) else {
+            if state == State::Elapsed {
+                this.state.set(State::Idle);
             }
-            (State::Elapsed, _) => this.state = State::Idle,
-            _ => {}
-        }
+            return;
+        };
+        let shared = timer.shared();
+        let tick = shared.clock().deadline_tick(deadline);
+        this.state.set(match state {
+            State::Registered {
+                key,
+                tick: old,
+                waker,
+            } if shared.progress(old) != Progress::Fired => match shared.reset(key, tick) {
+                Reset::Pending { holds_waker } => State::Registered {
+                    key,
+                    tick,
+                    waker: waker.filter(|_| holds_waker),
+                },
+                Reset::Fired => State::Fired,
+                Reset::Gone => rearmed(shared, deadline, tick),
+            },
+            // Fired since it was last polled: its entry is freed (and its
+            // task woken), so it is registered afresh, as tokio's is.
+            _ => rearmed(shared, deadline, tick),
+        });
     }
 
     /// Resets the deadline without keeping the sleep registered: the next
     /// poll registers it afresh. Cheaper than [`reset`](Sleep::reset) when
     /// the caller is about to poll anyway (an interval that just ticked).
     pub(crate) fn reset_unregistered(&mut self, deadline: Instant) {
+        self.release();
         self.deadline = deadline;
-        match (self.state, &self.timer) {
-            (State::Registered { key, .. }, Some(timer)) => {
-                timer.shared().cancel(key);
-                self.state = State::Idle;
+        self.state.set(State::Idle);
+    }
+
+    /// Frees the wheel entry, if this sleep still owns one: a registered
+    /// sleep whose entry the driver has not fired (and freed).
+    fn release(&mut self) {
+        if let (State::Registered { key, tick, .. }, Some(timer)) = (self.state.get(), &self.timer)
+        {
+            let shared = timer.shared();
+            if shared.progress(tick) != Progress::Fired {
+                shared.cancel(key);
             }
-            (State::Elapsed, _) => self.state = State::Idle,
-            _ => {}
         }
     }
 
@@ -287,6 +288,22 @@ impl Sleep {
     }
 }
 
+/// The state of a fired sleep reset to `deadline` (at `tick`): registered
+/// again, with no waker (firing took it).
+fn rearmed(shared: &Shared, deadline: Instant, tick: u64) -> State {
+    match shared.rearm(deadline, tick) {
+        Registration::Pending(key) => State::Registered {
+            key,
+            tick,
+            waker: None,
+        },
+        Registration::Elapsed => State::Fired,
+        // Shut down or full: the next poll registers again and panics,
+        // saying which.
+        Registration::Refused(_) => State::Idle,
+    }
+}
+
 fn refused(error: Error) -> ! {
     panic!("wheel: this Sleep can never complete: {error}")
 }
@@ -296,25 +313,35 @@ impl Future for Sleep {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
-        match this.state {
+        match this.state.get() {
             State::Elapsed => Poll::Ready(()),
-            State::Registered { key, waker } => {
+            State::Fired => {
+                this.state.set(State::Elapsed);
+                Poll::Ready(())
+            }
+            State::Registered { key, tick, waker } => {
                 let timer = this.timer.as_ref().expect("a registered sleep has a timer");
                 let shared = timer.shared();
                 let id = WakerId::of(cx.waker());
-                if waker == Some(id) && !shared.may_have_fired(this.deadline) {
-                    return Poll::Pending;
+                match shared.progress(tick) {
+                    Progress::NotFired if waker == Some(id) => return Poll::Pending,
+                    Progress::Fired => {
+                        this.state.set(State::Elapsed);
+                        return Poll::Ready(());
+                    }
+                    _ => {}
                 }
                 match shared.poll_entry(key, cx.waker()) {
                     Poll::Pending => {
-                        this.state = State::Registered {
+                        this.state.set(State::Registered {
                             key,
+                            tick,
                             waker: Some(id),
-                        };
+                        });
                         Poll::Pending
                     }
                     Poll::Ready(Ok(())) => {
-                        this.state = State::Elapsed;
+                        this.state.set(State::Elapsed);
                         Poll::Ready(())
                     }
                     Poll::Ready(Err(error)) => refused(error),
@@ -322,16 +349,19 @@ impl Future for Sleep {
             }
             State::Idle => {
                 let deadline = this.deadline;
-                match this.timer().shared().register(deadline, Some(cx.waker())) {
+                let shared = this.timer().shared();
+                let tick = shared.clock().deadline_tick(deadline);
+                match shared.register(deadline, tick, Some(cx.waker())) {
                     Registration::Pending(key) => {
-                        this.state = State::Registered {
+                        this.state.set(State::Registered {
                             key,
+                            tick,
                             waker: Some(WakerId::of(cx.waker())),
-                        };
+                        });
                         Poll::Pending
                     }
                     Registration::Elapsed => {
-                        this.state = State::Elapsed;
+                        this.state.set(State::Elapsed);
                         Poll::Ready(())
                     }
                     Registration::Refused(error) => refused(error),
@@ -343,8 +373,6 @@ impl Future for Sleep {
 
 impl Drop for Sleep {
     fn drop(&mut self) {
-        if let (State::Registered { key, .. }, Some(timer)) = (self.state, &self.timer) {
-            timer.shared().cancel(key);
-        }
+        self.release();
     }
 }
