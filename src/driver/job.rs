@@ -82,3 +82,35 @@ pub(crate) enum Fire {
     Wake(Waker),
     Call(Box<dyn FnOnce() + Send>),
 }
+
+/// Wakers and callbacks collected before the lock is released to run them.
+const FIRE_BATCH: usize = 32;
+
+/// Up to [`FIRE_BATCH`] fires taken out under the lock, kept on the stack so
+/// that firing allocates nothing.
+pub(crate) struct Batch {
+    fires: [Option<Fire>; FIRE_BATCH],
+    len: usize,
+}
+
+impl Batch {
+    pub(crate) fn new() -> Batch {
+        Batch {
+            fires: [const { None }; FIRE_BATCH],
+            len: 0,
+        }
+    }
+
+    /// Adds `fire`; `true` if the batch is now full and must be run.
+    pub(crate) fn push(&mut self, fire: Fire) -> bool {
+        self.fires[self.len] = Some(fire);
+        self.len += 1;
+        self.len == FIRE_BATCH
+    }
+
+    /// Takes the fires out, in the order they were pushed.
+    pub(crate) fn drain(&mut self) -> impl Iterator<Item = Fire> + '_ {
+        let len = std::mem::take(&mut self.len);
+        self.fires[..len].iter_mut().filter_map(Option::take)
+    }
+}

@@ -131,7 +131,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use tokio::time::Instant;
 
 pub(crate) use clock::Clock;
-use job::{Callback, CallbackState, Fire, Job, CANCELLED, EXPIRED, PENDING};
+use job::{Batch, Callback, CallbackState, Fire, Job, CANCELLED, EXPIRED, PENDING};
 pub(crate) use sentinel::Sentinel;
 
 use crate::error::Error;
@@ -143,8 +143,6 @@ use crate::Stats;
 
 const RUNNING: u8 = 0b01;
 const NOTIFIED: u8 = 0b10;
-/// Wakers and callbacks collected before the lock is released to run them.
-const FIRE_BATCH: usize = 32;
 /// "No tick": the alarm is not armed, or nothing is promised.
 const NEVER: u64 = u64::MAX;
 
@@ -745,7 +743,7 @@ impl Shared {
 
     fn process(&self) {
         let _clock_of_this_runtime = self.runtime.as_ref().map(|rt| rt.handle.enter());
-        let mut batch: Vec<Fire> = Vec::new();
+        let mut batch = Batch::new();
         let mut release = Vec::new();
         let mut inner = self.inner.lock();
         let mut now = self.clock.now_tick(inner.now());
@@ -756,11 +754,10 @@ impl Shared {
             self.publish(now);
             while let Some(job) = inner.wheel.pop_expired_value(now) {
                 let (fire, keep_alive) = inner.take_fire(job);
-                batch.extend(fire);
                 release.extend(keep_alive);
-                if batch.len() == FIRE_BATCH {
+                if fire.is_some_and(|fire| batch.push(fire)) {
                     drop(inner);
-                    batch.drain(..).for_each(|fire| self.fire(fire));
+                    batch.drain().for_each(|fire| self.fire(fire));
                     inner = self.inner.lock();
                     if inner.shut_down {
                         break;
@@ -787,7 +784,7 @@ impl Shared {
             }
         }
         drop(inner);
-        batch.into_iter().for_each(|fire| self.fire(fire));
+        batch.drain().for_each(|fire| self.fire(fire));
         // The caller holds its own reference, so this is never the last.
         drop(release);
     }
