@@ -11,7 +11,7 @@
 //!
 //! [`sleep`], [`sleep_until`], [`timeout`], [`timeout_at`], [`interval`],
 //! [`interval_at`], [`Instant`] and [`error::Elapsed`] mirror `tokio::time`.
-//! They use a default timer per tokio runtime (1 ms tick), and because that
+//! They use a default timer per tokio runtime (125 µs tick), and because that
 //! timer waits on tokio's clock, tokio's paused clock
 //! (`#[tokio::test(start_paused = true)]`, `tokio::time::pause`, `advance`,
 //! auto-advance) drives it exactly as it drives `tokio::time`.
@@ -130,8 +130,13 @@ pub mod __private {
     pub use crate::wheel::{Key, Wheel};
 }
 
-/// The default timer's tick, and [`Builder`]'s default.
-const DEFAULT_TICK: Duration = Duration::from_millis(1);
+/// The default timer's tick, and [`Builder`]'s default: an eighth of tokio's
+/// 1 ms. The alarm waits on tokio's timer, which rounds up to its own
+/// millisecond grid, and the wheel's grid starts where the timer was built,
+/// so with a 1 ms tick the two roundings add up (half a millisecond later
+/// than `tokio::time` on average). With 125 µs the wheel's rounding crosses
+/// one of tokio's millisecond boundaries only one time in eight.
+const DEFAULT_TICK: Duration = Duration::from_micros(125);
 
 /// Roughly 30 years from now: what a deadline that overflows `Instant`
 /// becomes, as in tokio.

@@ -68,14 +68,14 @@ impl Timer {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
     /// let timer = wheel::Timer::builder().build().unwrap();
-    /// assert_eq!(timer.tick(), std::time::Duration::from_millis(1));
+    /// assert_eq!(timer.tick(), std::time::Duration::from_micros(125));
     /// # }
     /// ```
     pub fn builder() -> Builder {
         Builder::new()
     }
 
-    /// The current runtime's default timer (1 ms tick, 64 slots per level),
+    /// The current runtime's default timer (125 µs tick, 64 slots per level),
     /// created on first use. The free functions use this timer.
     ///
     /// # Panics
@@ -602,7 +602,7 @@ impl Timer {
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// assert_eq!(wheel::Timer::current().tick(), std::time::Duration::from_millis(1));
+    /// assert_eq!(wheel::Timer::current().tick(), std::time::Duration::from_micros(125));
     /// # }
     /// ```
     pub fn tick(&self) -> Duration {

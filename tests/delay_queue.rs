@@ -413,7 +413,8 @@ fn public_types_are_send_sync_unpin() {
 // ---------------------------------------------------------------------------
 // The model: random inserts, resets and removes, into the future and the
 // past, and clock advances, against a list of (deadline, id). With the
-// default 1 ms tick and whole-millisecond deadlines, an entry must come out
+// default tick (which divides 1 ms) and whole-millisecond deadlines, an
+// entry must come out
 // exactly when the clock reaches its deadline: never early, never late.
 
 #[derive(Debug, Clone)]

@@ -72,7 +72,8 @@ async fn ticks_are_one_period_apart() {
 
 #[tokio::test(start_paused = true)]
 async fn ticks_stay_exact_across_wheel_levels() {
-    // 64 slots per level with a 1 ms tick: these periods land in levels 0 to 3.
+    // 64 slots per level with a 125 µs tick: these periods land in levels 0
+    // to 3.
     for period in [1, 7, 64, 1_000, 65_536, 300_000] {
         let start = Instant::now();
         let mut every = wheel::interval(ms(period));

@@ -409,7 +409,7 @@ fn run_case(specs: Vec<TimerSpec>, ops: Vec<Op>, finish: bool) {
             timers: vec![ModelTimer {
                 timer: Timer::current(),
                 origin: start,
-                tick: ms(1),
+                tick: Timer::current().tick(),
                 fired: 0,
                 cancelled: 0,
             }],

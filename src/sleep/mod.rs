@@ -18,8 +18,9 @@ use state::{Packed, State, WakerId};
 ///
 /// The drop-in for `tokio::time::sleep`. The deadline is `Instant::now() +
 /// duration` (clamped to about 30 years ahead when that overflows) and is
-/// rounded up to the timer's 1 ms tick: the sleep never completes early, and
-/// at most one tick plus scheduling late.
+/// rounded up to the timer's 125 µs tick: the sleep never completes early,
+/// and at most one tick plus scheduling late (tokio's timer, which the
+/// timer's alarm waits on, rounds up to its own millisecond).
 ///
 /// Nothing is registered until the first poll. That poll does not read the
 /// clock: a deadline whose tick the timer has already reached completes at

@@ -7,11 +7,13 @@
 //! # Who owns what
 //!
 //! Every entry lives in one [`Slab`]. Slots and the due list hold only keys
-//! (a head and a tail per list, `prev`/`next` in the entries). An entry stays
-//! in the slab after it expires, [`Place::Unlinked`], until its owner removes
-//! it: a `Sleep` learns that it fired by finding its entry unlinked, then
-//! frees it. So a `Sleep`'s key is never stale while it holds it; the
-//! generation in [`Key`] guards the handles that do outlive entries.
+//! (a head and a tail per list, `prev`/`next` in the entries). `pop_expired`
+//! leaves an expired entry in the slab, [`Place::Unlinked`], until its owner
+//! removes it (a `DelayQueue` keeps it so that the key stays valid until
+//! the value is taken); the driver uses `pop_expired_value`, which frees it
+//! at once. The generation in [`Key`] guards the handles that outlive their
+//! entries: a lookup with a stale key finds nothing, unless a multiple of
+//! 2^32 insertions came between (see `memory.rs`).
 //!
 //! # Advancing
 //!
@@ -51,14 +53,14 @@ const _: () = assert!(MAX_SLOTS <= 1 << 16);
 ///
 /// With `S = 2^b` slots per level (default 64, so `b = 6`):
 ///
-/// | level | slot spans      | one turn spans  | with a 1 ms tick, S = 64 |
-/// |-------|-----------------|-----------------|--------------------------|
-/// | 0     | 1 tick          | `S` ticks       | 1 ms / 64 ms             |
-/// | 1     | `S` ticks       | `S^2` ticks     | 64 ms / ~4.1 s           |
-/// | 2     | `S^2` ticks     | `S^3` ticks     | ~4.1 s / ~4.4 min        |
-/// | 3     | `S^3` ticks     | `S^4` ticks     | ~4.4 min / ~4.7 h        |
-/// | 4     | `S^4` ticks     | `S^5` ticks     | ~4.7 h / ~12.4 days      |
-/// | `l`   | `S^l` ticks     | `S^(l+1)` ticks |                          |
+/// | level | slot spans      | one turn spans  | default 125 µs tick, S = 64 |
+/// |-------|-----------------|-----------------|-----------------------------|
+/// | 0     | 1 tick          | `S` ticks       | 125 µs / 8 ms               |
+/// | 1     | `S` ticks       | `S^2` ticks     | 8 ms / 512 ms               |
+/// | 2     | `S^2` ticks     | `S^3` ticks     | 512 ms / ~32.8 s            |
+/// | 3     | `S^3` ticks     | `S^4` ticks     | ~32.8 s / ~35 min           |
+/// | 4     | `S^4` ticks     | `S^5` ticks     | ~35 min / ~37.3 h           |
+/// | `l`   | `S^l` ticks     | `S^(l+1)` ticks |                             |
 ///
 /// Only level 0 exists at first; level `l` is allocated the first time an
 /// entry needs it. `ceil(64 / b)` levels cover every `u64` tick (11 for
