@@ -6,7 +6,7 @@ use std::time::Duration;
 use tokio::runtime::Handle;
 use tokio::time::Instant;
 
-use crate::driver::{Clock, Sentinel, Shared};
+use crate::driver::{Clock, Geometry, Sentinel, Shared, MAX_SHARDS};
 use crate::error::BuildError;
 use crate::sync::Arc;
 use crate::wheel::{MAX_SLOTS, MIN_SLOTS};
@@ -39,6 +39,8 @@ pub struct Builder {
     tick: Duration,
     slots_per_level: usize,
     max_pending: usize,
+    /// `None`: one per worker thread, rounded (see `shards`).
+    shards: Option<usize>,
     clock: ClockSource,
 }
 
@@ -55,6 +57,7 @@ impl Builder {
             tick: crate::DEFAULT_TICK,
             slots_per_level: 64,
             max_pending: usize::MAX,
+            shards: None,
             clock: ClockSource::Runtime(None),
         }
     }
@@ -145,6 +148,35 @@ impl Builder {
         self
     }
 
+    /// How many wheels the timer splits its timers over, each behind its
+    /// own lock: a power of two from 1 to 64. A timer registers from each
+    /// thread into one shard (threads are spread over them), so the workers
+    /// of a multi-thread runtime do not contend for one lock when they
+    /// create and cancel timeouts. The runner visits every shard whenever
+    /// it fires, and any thread can poll or cancel any timer.
+    ///
+    /// By default: one on a current-thread runtime, on a manual clock, or
+    /// with [`max_pending`](Builder::max_pending) (whose limit is exact
+    /// only on one shard); otherwise twice the runtime's worker threads,
+    /// rounded up to a power of two (so that two workers seldom land on one
+    /// shard), at most 64.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+    /// # async fn main() {
+    /// assert_eq!(wheel::Timer::current().shards(), 4);
+    /// let one = wheel::Timer::builder().shards(1).build().unwrap();
+    /// assert_eq!(one.shards(), 1);
+    /// assert!(wheel::Timer::builder().shards(3).build().unwrap_err().is_invalid_shards());
+    /// # }
+    /// ```
+    pub fn shards(mut self, shards: usize) -> Builder {
+        self.shards = Some(shards);
+        self
+    }
+
     /// A manual clock: the timer needs no runtime, and its time moves only
     /// when [`Timer::advance`] or [`Timer::advance_to`] is called, which fire
     /// everything due before they return. It starts at `Instant::now()`.
@@ -214,10 +246,23 @@ impl Builder {
         if !slots.is_power_of_two() || !(MIN_SLOTS..=MAX_SLOTS).contains(&slots) {
             return Err(BuildError::slots(slots));
         }
+        let limited = self.max_pending != usize::MAX;
+        match self.shards {
+            Some(n) if !n.is_power_of_two() || n > MAX_SHARDS => {
+                return Err(BuildError::shards(n));
+            }
+            Some(n) if n > 1 && limited => return Err(BuildError::shards_with_limit(n)),
+            _ => {}
+        }
+        let geometry = |shards| Geometry {
+            clock: Clock::new(Instant::now(), self.tick),
+            slots_per_level: slots,
+            max_pending: self.max_pending,
+            shards: self.shards.unwrap_or(shards),
+        };
         let handle = match self.clock {
             ClockSource::Manual => {
-                let clock = Clock::new(Instant::now(), self.tick);
-                let shared = Shared::new_manual(clock, slots, self.max_pending);
+                let shared = Shared::new_manual(geometry(1));
                 return Ok(Timer::from_shared(Arc::new(shared)));
             }
             ClockSource::Runtime(Some(handle)) => handle,
@@ -226,17 +271,15 @@ impl Builder {
             }
         };
         let _context = handle.enter();
-        let tick = self.tick;
-        let max_pending = self.max_pending;
+        let workers = handle.metrics().num_workers();
+        let shards = if workers <= 1 || limited {
+            1
+        } else {
+            (2 * workers).next_power_of_two().min(MAX_SHARDS)
+        };
         // Tokio panics (inside `sleep_until`) if the runtime has no timers.
         let shared = catch_unwind(AssertUnwindSafe(|| {
-            Shared::new(
-                handle.clone(),
-                Clock::new(Instant::now(), tick),
-                slots,
-                max_pending,
-                default_for,
-            )
+            Shared::new(handle.clone(), geometry(shards), default_for)
         }))
         .map_err(|_| BuildError::timers_disabled())?;
         handle.spawn(Sentinel::new(Arc::downgrade(&shared)));

@@ -70,6 +70,8 @@ enum BuildErrorKind {
     ZeroTick,
     TickTooLong(std::time::Duration),
     Slots(usize),
+    Shards(usize),
+    ShardsWithLimit(usize),
     NoRuntime,
     TimersDisabled,
 }
@@ -90,6 +92,18 @@ impl BuildError {
     pub(crate) fn slots(slots: usize) -> BuildError {
         BuildError {
             kind: BuildErrorKind::Slots(slots),
+        }
+    }
+
+    pub(crate) fn shards(shards: usize) -> BuildError {
+        BuildError {
+            kind: BuildErrorKind::Shards(shards),
+        }
+    }
+
+    pub(crate) fn shards_with_limit(shards: usize) -> BuildError {
+        BuildError {
+            kind: BuildErrorKind::ShardsWithLimit(shards),
         }
     }
 
@@ -116,6 +130,15 @@ impl BuildError {
     /// `slots_per_level` was not a power of two between 2 and 4096.
     pub fn is_invalid_slots(&self) -> bool {
         matches!(self.kind, BuildErrorKind::Slots(_))
+    }
+
+    /// `shards` was not a power of two between 1 and 64, or was more than
+    /// one on a timer with a `max_pending` limit.
+    pub fn is_invalid_shards(&self) -> bool {
+        matches!(
+            self.kind,
+            BuildErrorKind::Shards(_) | BuildErrorKind::ShardsWithLimit(_)
+        )
     }
 
     /// There was no tokio runtime to run the timer on: `build` was called
@@ -145,6 +168,16 @@ impl fmt::Display for BuildError {
                 "slots_per_level must be a power of two between {} and {}, got {slots}",
                 crate::wheel::MIN_SLOTS,
                 crate::wheel::MAX_SLOTS
+            ),
+            BuildErrorKind::Shards(shards) => write!(
+                f,
+                "shards must be a power of two between 1 and {}, got {shards}",
+                crate::driver::MAX_SHARDS
+            ),
+            BuildErrorKind::ShardsWithLimit(shards) => write!(
+                f,
+                "a timer with max_pending keeps one shard, so that the limit is exact; \
+                 got {shards} shards"
             ),
             BuildErrorKind::NoRuntime => f.write_str(
                 "no tokio runtime to drive the timer: call this from within a runtime, \

@@ -623,6 +623,21 @@ impl Timer {
         self.shared.slots_per_level()
     }
 
+    /// How many wheels the timer splits its timers over
+    /// ([`Builder::shards`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// assert_eq!(wheel::Timer::current().shards(), 1);
+    /// # }
+    /// ```
+    pub fn shards(&self) -> usize {
+        self.shared.shards()
+    }
+
     /// Whether the timer has shut down ([`shutdown`](Timer::shutdown) was
     /// called, or its runtime shut down). A shut-down timer fires nothing
     /// more.

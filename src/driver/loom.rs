@@ -52,6 +52,19 @@ fn manual() -> (Timer, Instant) {
     (timer, start)
 }
 
+/// Like [`manual`], split into two shards: the model's main thread
+/// registers in shard 0, its first spawned thread in shard 1.
+fn sharded() -> (Timer, Instant) {
+    let timer = Timer::builder()
+        .manual()
+        .slots_per_level(4)
+        .shards(2)
+        .build()
+        .expect("valid geometry");
+    let start = timer.now();
+    (timer, start)
+}
+
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
@@ -66,9 +79,7 @@ fn assert_empty(timer: &Timer) {
 /// later than `earliest`.
 fn assert_armed_for_earliest(timer: &Timer, earliest: Instant) {
     let earliest = timer.shared().clock().deadline_tick(earliest);
-    let inner = timer.shared().inner();
-    let (next, wake_at, alarm_at) = (inner.wheel.next_expiration(), inner.wake_at, inner.alarm_at);
-    drop(inner);
+    let (next, wake_at, alarm_at) = timer.shared().armed();
     assert_eq!(Some(wake_at), next, "the runner promised the wrong wake-up");
     assert_eq!(alarm_at, wake_at, "the alarm is armed for another tick");
     assert!(
@@ -280,5 +291,67 @@ fn loom_shutdown_vs_registration() {
             Err(e) => assert!(e.is_shutdown() && unfired.sleeps == 0),
         }
         timer.advance_to(start + ms(10));
+    });
+}
+
+/// Shards: a registration in one shard racing a runner that is processing
+/// the other (or has just looked at this one). Whatever the order, the
+/// runner ends armed for the registration, and firing it wakes the task.
+#[test]
+fn loom_sharded_registration_vs_runner() {
+    // Bounded: unbounded, `advance_to`'s spin-wait for the other runner
+    // makes the search take over a minute; the race needs one preemption
+    // (without the runner's `wake_at` reset this fails at a bound of 2).
+    let mut model = loom::model::Builder::new();
+    model.preemption_bound = Some(3);
+    model.check(|| {
+        let (timer, start) = sharded();
+        // The runner will fire `first` (5 ms) and then look for the next
+        // tick: before this pass, a registration at 10 ms need not notify.
+        let mut first = timer.sleep_until(start + ms(5));
+        let mut late = timer.sleep_until(start + ms(30));
+        let (_late_flag, late_waker) = flag();
+        assert!(poll(&mut first, &late_waker).is_pending());
+        assert!(poll(&mut late, &late_waker).is_pending());
+
+        let other = timer.clone();
+        let register = thread::spawn(move || {
+            let mut sleep = other.sleep_until(start + ms(10));
+            let (flag, waker) = flag();
+            assert!(poll(&mut sleep, &waker).is_pending());
+            (sleep, flag, waker)
+        });
+        timer.advance_to(start + ms(5));
+        let (mut early, early_flag, early_waker) = register.join().unwrap();
+
+        assert_armed_for_earliest(&timer, start + ms(10));
+        timer.advance_to(start + ms(10));
+        assert!(woken(&early_flag), "the other shard's sleep was not fired");
+        assert!(poll(&mut early, &early_waker).is_ready());
+        assert!(poll(&mut first, &late_waker).is_ready());
+        assert!(poll(&mut late, &late_waker).is_pending());
+    });
+}
+
+/// Shards: two registrations, one per shard, racing each other's
+/// `notify`; the alarm ends armed for the earlier one.
+#[test]
+fn loom_sharded_registrations_arm_the_earliest() {
+    loom::model(|| {
+        let (timer, start) = sharded();
+        let other = timer.clone();
+        let late = thread::spawn(move || {
+            let mut sleep = other.sleep_until(start + ms(10));
+            let (_flag, waker) = flag();
+            assert!(poll(&mut sleep, &waker).is_pending());
+            sleep
+        });
+        let mut early = timer.sleep_until(start + ms(20));
+        let (_flag, waker) = flag();
+        assert!(poll(&mut early, &waker).is_pending());
+        let _late = late.join().unwrap();
+
+        assert_armed_for_earliest(&timer, start + ms(10));
+        assert_eq!(timer.stats().pending, 2);
     });
 }

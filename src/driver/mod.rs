@@ -4,8 +4,8 @@
 //! # Who owns what
 //!
 //! A `Timer`, and every `Sleep` registered with it, holds an `Arc<Shared>`.
-//! [`Shared`] owns the wheel, behind one mutex. The wheel stores a [`Job`]
-//! per entry:
+//! [`Shared`] owns the wheels (one per shard, see "Shards"), each behind its
+//! own mutex. A wheel stores a [`Job`] per entry:
 //!
 //! - a `Sleep`'s entry holds its task's waker. The driver frees it when it
 //!   fires it (taking the waker to wake); the `Sleep` frees it when it is
@@ -24,7 +24,7 @@
 //! A runtime timer owns one tokio `Sleep` (the *alarm*) armed for the
 //! wheel's next expiration, and reads `Instant::now()` inside its runtime's
 //! context. A manual timer has no alarm and no runtime: its time is a value
-//! in [`Inner`] that only [`Shared::advance_to`] moves. Everything else, the
+//! in [`Control`] that only [`Shared::advance_to`] moves. Everything else, the
 //! runner protocol included, is the same code for both, which is what lets
 //! the loom models (`loom.rs`, on manual timers) check the real thing.
 //!
@@ -93,16 +93,49 @@
 //! takes the lock and finds the key gone, which also means fired: only the
 //! driver and the owning `Sleep` free a `Sleep`'s entry.
 //!
+//! # Shards
+//!
+//! One lock for every timer would make a multi-thread runtime's workers,
+//! each creating and cancelling timeouts, take turns on one cache line (the
+//! contention tokio's single timer lock was known for). So a timer splits
+//! into shards, each a wheel behind its own lock: a registration goes to
+//! the calling thread's shard (`sync::thread_hint`), and its key carries the
+//! shard in the low `shard_bits` of its index, so polling, resetting and
+//! cancelling find it from any thread. A current-thread runtime's timer has
+//! one shard; a multi-thread runtime's has twice its workers, rounded up to
+//! a power of two. Every shard's wheel advances to the same tick in each
+//! runner pass, so `published` and `completed` hold for all of them.
+//!
+//! `wake_at` is the promise that replaces "the alarm is armed for the
+//! earliest entry" now that no single lock covers every entry. A
+//! registration due before it lowers it (`fetch_min`) and notifies. The
+//! runner sets it to `NEVER` before it looks at the first shard and to the
+//! earliest tick it found after the last one. A registration in a shard
+//! the pass has already looked at locked that shard after the runner did,
+//! so it sees `NEVER` (or the pass's result) and notifies if it is earlier,
+//! and the runner goes round again; one in a shard not yet looked at is
+//! seen by the pass. The SeqCst store and load, ordered through the shard's
+//! lock, are what make that so: `loom_sharded_registration_vs_runner` fails
+//! without the reset to `NEVER`.
+//!
+//! A timer with a `max_pending` limit keeps one shard, so the limit is
+//! counted exactly under one lock.
+//!
 //! # Locks
 //!
-//! `Shared::inner` guards the wheel, the alarm, the manual time, the
-//! counters and every callback's phase. The alarm is polled with that lock
-//! held; that is safe because its waker only touches `run_state` while a
-//! runner exists. Wakers are woken and callbacks run only after the lock is
-//! released, so a woken task that immediately polls its `Sleep`, or a
-//! callback that schedules another, does not deadlock or contend with the
-//! batch. A panicking waker or callback is caught and counted; the driver
-//! carries on with the rest.
+//! A shard's lock guards its wheel, its counters and the phase of every
+//! callback in it. `Shared::control` guards the alarm, the manual time, the
+//! sentinel and the callback count with its keep-alive. No code holds a
+//! shard's lock and then takes `control`, or the other way round, except a
+//! registration on a manual timer, which reads the manual time (shard,
+//! then control), and nothing takes a shard's lock while holding `control`,
+//! so there is no cycle. The alarm is polled with `control` held; that is
+//! safe because its waker only touches `run_state` while a runner exists.
+//! Wakers are woken and callbacks run only after every lock is released, so
+//! a woken task that immediately polls its `Sleep`, or a callback that
+//! schedules another, does not deadlock or contend with the batch. A
+//! panicking waker or callback is caught and counted; the driver carries on
+//! with the rest.
 //!
 //! # Shutdown
 //!
@@ -135,8 +168,6 @@ use job::{Batch, Callback, CallbackState, Fire, Job, CANCELLED, EXPIRED, PENDING
 pub(crate) use sentinel::Sentinel;
 
 use crate::error::Error;
-#[cfg(all(test, loom))]
-use crate::sync::MutexGuard;
 use crate::sync::{yield_now, Arc, AtomicBool, AtomicU64, AtomicU8, Mutex, Ordering, Weak};
 use crate::wheel::{Key, Wheel};
 use crate::Stats;
@@ -145,6 +176,19 @@ const RUNNING: u8 = 0b01;
 const NOTIFIED: u8 = 0b10;
 /// "No tick": the alarm is not armed, or nothing is promised.
 const NEVER: u64 = u64::MAX;
+/// The most shards a timer splits into: a key's index gives up
+/// `log2(shards)` of its 32 bits to name the shard.
+pub(crate) const MAX_SHARDS: usize = 64;
+
+/// How a timer is laid out, as its builder decided.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Geometry {
+    pub(crate) clock: Clock,
+    pub(crate) slots_per_level: usize,
+    pub(crate) max_pending: usize,
+    /// A power of two, at most [`MAX_SHARDS`].
+    pub(crate) shards: usize,
+}
 
 // The timer whose runner is on this thread's stack, if any (a raw pointer
 // used only for identity), so `advance_to` called from inside a callback does
@@ -162,15 +206,25 @@ std::thread_local! {
 /// State shared by a timer's handles, its `Sleep`s, its callbacks' handles
 /// and its alarm.
 pub(crate) struct Shared {
-    inner: Mutex<Inner>,
+    /// The wheels; see "Shards".
+    shards: Box<[Shard]>,
+    /// `log2(shards.len())`: the low bits of a key's index name its shard.
+    shard_bits: u32,
+    /// What only the runner (and shutdown) changes: the clock, the alarm.
+    control: Mutex<Control>,
     run_state: AtomicU8,
-    /// Mirrors `Inner::shut_down` for lock-free checks (the registry cache).
+    /// Set once by `shut_down` (before it takes the shards' entries).
     shut_down: AtomicBool,
+    /// The runner will look at the wheels by this tick at the latest; a
+    /// registration due before it must notify. See "Shards".
+    wake_at: AtomicU64,
     /// No entry due after this tick has fired: see "Polling without the
     /// lock".
     published: AtomicU64,
     /// Every entry due by this tick has fired and been freed.
     completed: AtomicU64,
+    /// Wakers and callbacks that panicked when fired.
+    panicked: AtomicU64,
     clock: Clock,
     slots_per_level: usize,
     max_pending: usize,
@@ -188,23 +242,29 @@ struct Runtime {
     default_for: Option<tokio::runtime::Id>,
 }
 
+/// One wheel behind its own lock, on cache lines of its own so that two
+/// workers' shards never share one.
+#[repr(align(128))]
+struct Shard(Mutex<Inner>);
+
+/// A shard's state.
 struct Inner {
     wheel: Wheel<Job>,
+    shut_down: bool,
+    fired: u64,
+    cancelled: u64,
+}
+
+/// The runner's state, and the callbacks' keep-alive.
+struct Control {
     time: Time,
     /// The tick the alarm is armed for, or `NEVER`.
     alarm_at: u64,
-    /// The runner will look at the wheel by this tick at the latest; a
-    /// registration before it must notify.
-    wake_at: u64,
-    shut_down: bool,
     sentinel: Option<Waker>,
     /// Pending callbacks, and the self-reference that keeps a runtime timer
     /// alive while there are any.
     callbacks: usize,
     keep_alive: Option<Arc<Shared>>,
-    fired: u64,
-    cancelled: u64,
-    panicked: u64,
 }
 
 /// Where a timer's time comes from.
@@ -218,7 +278,7 @@ enum Time {
     Manual { now: Instant },
 }
 
-impl Inner {
+impl Control {
     fn now(&self) -> Instant {
         match self.time {
             Time::Alarm { .. } => Instant::now(),
@@ -226,56 +286,44 @@ impl Inner {
         }
     }
 
-    /// Whether a manual clock has reached `deadline` (a runtime timer's
-    /// clock is not read here: see `Shared::register`).
-    fn reached(&self, deadline: Instant) -> bool {
-        match self.time {
-            Time::Alarm { .. } => false,
-            Time::Manual { now } => deadline <= now,
+    /// `done` callbacks fewer: returns the self-reference to drop (outside
+    /// the lock) when none is left.
+    fn callbacks_done(&mut self, done: usize) -> Option<Arc<Shared>> {
+        if done == 0 {
+            return None;
         }
-    }
-
-    /// Whether a deadline at `tick` comes before the runner's next look at
-    /// the wheel. If so, moves that promise up; the caller must then
-    /// `notify` (after releasing the lock) so the alarm is re-armed.
-    fn pull_in(&mut self, tick: u64) -> bool {
-        let earlier = tick < self.wake_at;
-        if earlier {
-            self.wake_at = tick;
-        }
-        earlier
-    }
-
-    /// Refuses new work on a shut-down or full timer.
-    fn admit(&self, max_pending: usize) -> Result<(), Error> {
-        if self.shut_down {
-            Err(Error::shut_down())
-        } else if self.wheel.scheduled() >= max_pending {
-            Err(Error::at_capacity(max_pending))
-        } else {
-            Ok(())
-        }
-    }
-
-    /// One callback fewer: returns the self-reference to drop (outside the
-    /// lock) when it was the last.
-    fn callback_done(&mut self) -> Option<Arc<Shared>> {
-        self.callbacks -= 1;
+        self.callbacks -= done;
         if self.callbacks == 0 {
             self.keep_alive.take()
         } else {
             None
         }
     }
+}
 
-    /// What a fired entry's job must do, counting it; a callback is done.
-    fn take_fire(&mut self, job: Job) -> (Option<Fire>, Option<Arc<Shared>>) {
+impl Inner {
+    /// Refuses new work on a shut-down or full timer (or shard).
+    fn admit(&self, max_pending: usize, shard_capacity: usize) -> Result<(), Error> {
+        if self.shut_down {
+            Err(Error::shut_down())
+        } else if self.wheel.scheduled() >= max_pending {
+            Err(Error::at_capacity(max_pending))
+        } else if self.wheel.len() >= shard_capacity {
+            Err(Error::at_capacity(shard_capacity))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// What a fired entry's job must do, counting it; `true` with a
+    /// callback, which the caller then counts done (under `Control`).
+    fn take_fire(&mut self, job: Job) -> (Option<Fire>, bool) {
         self.fired += 1;
         match job {
-            Job::Wake(waker) => (waker.map(Fire::Wake), None),
+            Job::Wake(waker) => (waker.map(Fire::Wake), false),
             Job::Call(callback) => {
                 callback.state.set_phase(EXPIRED);
-                (Some(Fire::Call(callback.run)), self.callback_done())
+                (Some(Fire::Call(callback.run)), true)
             }
         }
     }
@@ -326,9 +374,7 @@ impl Shared {
     /// the alarm), and the caller spawns the [`Sentinel`].
     pub(crate) fn new(
         handle: tokio::runtime::Handle,
-        clock: Clock,
-        slots_per_level: usize,
-        max_pending: usize,
+        geometry: Geometry,
         default_for: Option<tokio::runtime::Id>,
     ) -> Arc<Shared> {
         Arc::new_cyclic(|weak: &Weak<Shared>| {
@@ -339,53 +385,52 @@ impl Shared {
                 handle,
                 default_for,
             };
-            Shared::with_time(
-                Time::Alarm { alarm, waker },
-                clock,
-                slots_per_level,
-                max_pending,
-                Some(runtime),
-            )
+            Shared::with_time(Time::Alarm { alarm, waker }, geometry, Some(runtime))
         })
     }
 
-    /// A manual timer, whose clock starts at `clock`'s origin.
-    pub(crate) fn new_manual(clock: Clock, slots_per_level: usize, max_pending: usize) -> Shared {
-        let now = clock.instant_at(0).expect("tick 0 is the origin");
-        Shared::with_time(
-            Time::Manual { now },
+    /// A manual timer, whose clock starts at `geometry.clock`'s origin.
+    pub(crate) fn new_manual(geometry: Geometry) -> Shared {
+        let now = geometry.clock.instant_at(0).expect("tick 0 is the origin");
+        Shared::with_time(Time::Manual { now }, geometry, None)
+    }
+
+    fn with_time(time: Time, geometry: Geometry, runtime: Option<Runtime>) -> Shared {
+        let Geometry {
             clock,
             slots_per_level,
             max_pending,
-            None,
-        )
-    }
-
-    fn with_time(
-        time: Time,
-        clock: Clock,
-        slots_per_level: usize,
-        max_pending: usize,
-        runtime: Option<Runtime>,
-    ) -> Shared {
+            shards,
+        } = geometry;
+        assert!(
+            shards.is_power_of_two() && shards <= MAX_SHARDS,
+            "shards checked by the builder"
+        );
         Shared {
-            inner: Mutex::new(Inner {
-                wheel: Wheel::new(slots_per_level),
+            shards: (0..shards)
+                .map(|_| {
+                    Shard(Mutex::new(Inner {
+                        wheel: Wheel::new(slots_per_level),
+                        shut_down: false,
+                        fired: 0,
+                        cancelled: 0,
+                    }))
+                })
+                .collect(),
+            shard_bits: shards.trailing_zeros(),
+            control: Mutex::new(Control {
                 time,
                 alarm_at: NEVER,
-                wake_at: NEVER,
-                shut_down: false,
                 sentinel: None,
                 callbacks: 0,
                 keep_alive: None,
-                fired: 0,
-                cancelled: 0,
-                panicked: 0,
             }),
             run_state: AtomicU8::new(0),
             shut_down: AtomicBool::new(false),
+            wake_at: AtomicU64::new(NEVER),
             published: AtomicU64::new(0),
             completed: AtomicU64::new(0),
+            panicked: AtomicU64::new(0),
             clock,
             slots_per_level,
             max_pending,
@@ -401,6 +446,10 @@ impl Shared {
         self.slots_per_level
     }
 
+    pub(crate) fn shards(&self) -> usize {
+        self.shards.len()
+    }
+
     pub(crate) fn is_shut_down(&self) -> bool {
         self.shut_down.load(Ordering::Acquire)
     }
@@ -414,12 +463,66 @@ impl Shared {
         if self.runtime.is_some() {
             Instant::now()
         } else {
-            self.inner.lock().now()
+            self.control.lock().now()
         }
     }
 
-    /// Puts a `Sleep`'s entry in the wheel for `deadline`, with the waker of
-    /// the task polling it, if any yet.
+    /// Whether a manual clock has reached `deadline`. A runtime timer's
+    /// clock is not read here (see `register`), and no lock is taken for it.
+    fn reached(&self, deadline: Instant) -> bool {
+        self.runtime.is_none() && deadline <= self.control.lock().now()
+    }
+
+    /// The shard this thread registers in.
+    fn home(&self) -> usize {
+        if self.shards.len() == 1 {
+            0
+        } else {
+            crate::sync::thread_hint() & (self.shards.len() - 1)
+        }
+    }
+
+    /// The shard a key names, and the key within that shard's wheel.
+    fn locate(&self, key: Key) -> (&Mutex<Inner>, Key) {
+        let mask = (1u32 << self.shard_bits) - 1;
+        let shard = &self.shards[(key.index & mask) as usize].0;
+        let local = Key {
+            index: key.index >> self.shard_bits,
+            generation: key.generation,
+        };
+        (shard, local)
+    }
+
+    /// The key handed out for `local` in shard `shard`: see [`locate`].
+    ///
+    /// [`locate`]: Shared::locate
+    fn key(&self, shard: usize, local: Key) -> Key {
+        Key {
+            index: (local.index << self.shard_bits) | shard as u32,
+            generation: local.generation,
+        }
+    }
+
+    /// Entries a shard may hold: its slab indices must leave room for the
+    /// shard number in a key's 32-bit index.
+    fn shard_capacity(&self) -> usize {
+        if self.shard_bits == 0 {
+            usize::MAX
+        } else {
+            (1usize << (32 - self.shard_bits)) - 1
+        }
+    }
+
+    /// Whether a deadline at `tick` comes before the runner's next look at
+    /// the wheels. If so, moves that promise up; the caller must then
+    /// `notify` (after releasing the shard's lock) so the alarm is re-armed.
+    fn pull_in(&self, tick: u64) -> bool {
+        tick < self.wake_at.load(Ordering::SeqCst)
+            && tick < self.wake_at.fetch_min(tick, Ordering::SeqCst)
+    }
+
+    /// Puts a `Sleep`'s entry in this thread's shard for `deadline`, with
+    /// the waker of the task polling it, if any yet.
     ///
     /// The caller does not read the clock first, and neither does this on
     /// the common path: a deadline whose tick the wheel has processed is
@@ -440,11 +543,13 @@ impl Shared {
         waker: Option<&Waker>,
     ) -> Registration {
         debug_assert_eq!(tick, self.clock.deadline_tick(deadline));
-        let mut inner = self.inner.lock();
-        if tick <= inner.wheel.elapsed() || inner.reached(deadline) {
+        let home = self.home();
+        let shard = &self.shards[home].0;
+        let mut inner = shard.lock();
+        if tick <= inner.wheel.elapsed() || self.reached(deadline) {
             return Registration::Elapsed;
         }
-        if let Err(refused) = inner.admit(self.max_pending) {
+        if let Err(refused) = inner.admit(self.max_pending, self.shard_capacity()) {
             drop(inner);
             // Cold: a deadline already passed still completes on a timer
             // that can no longer fire anything.
@@ -454,20 +559,20 @@ impl Shared {
                 Registration::Refused(refused)
             };
         }
-        if !inner.pull_in(tick) {
-            let key = inner.wheel.insert(tick, Job::Wake(waker.cloned()));
-            return Registration::Pending(key);
+        if !self.pull_in(tick) {
+            let local = inner.wheel.insert(tick, Job::Wake(waker.cloned()));
+            return Registration::Pending(self.key(home, local));
         }
         // The new earliest deadline: notify the runner, which reads the
         // clock and fires the entry if the deadline has passed. The waker is
         // stored only if it has not, so a sleep that completes here leaves no
         // wake-up behind (only a `Pending` poll arranges one); both checks
-        // are under the lock, so no firing can slip between them.
-        let key = inner.wheel.insert(tick, Job::Wake(None));
+        // are under the shard's lock, so no firing can slip between them.
+        let local = inner.wheel.insert(tick, Job::Wake(None));
         drop(inner);
         self.notify();
-        let mut inner = self.inner.lock();
-        match inner.wheel.value_mut(key) {
+        let mut inner = shard.lock();
+        match inner.wheel.value_mut(local) {
             Some(Job::Wake(slot)) => *slot = waker.cloned(),
             // Fired and freed by the runner: completed, not fired, to the
             // caller, for whom it never was pending.
@@ -477,7 +582,7 @@ impl Shared {
             }
             Some(Job::Call(_)) => unreachable!("a Sleep's key names a callback"),
         }
-        Registration::Pending(key)
+        Registration::Pending(self.key(home, local))
     }
 
     /// Registers a `Sleep` whose entry has fired and is being reset, with
@@ -486,7 +591,7 @@ impl Shared {
     pub(crate) fn rearm(&self, deadline: Instant, tick: u64) -> Registration {
         let registration = self.register(deadline, tick, None);
         if let Registration::Elapsed = registration {
-            self.inner.lock().fired += 1;
+            self.shards[self.home()].0.lock().fired += 1;
         }
         registration
     }
@@ -494,7 +599,8 @@ impl Shared {
     /// Checks a `Sleep`'s entry: `Ready` once it has fired (the driver has
     /// freed it), otherwise stores `waker` if it differs from the one held.
     pub(crate) fn poll_entry(&self, key: Key, waker: &Waker) -> Poll<Result<(), Error>> {
-        let mut inner = self.inner.lock();
+        let (shard, key) = self.locate(key);
+        let mut inner = shard.lock();
         let shut_down = inner.shut_down;
         match inner.wheel.value_mut(key) {
             Some(_) if shut_down => Poll::Ready(Err(Error::shut_down())),
@@ -529,14 +635,15 @@ impl Shared {
 
     /// Whether a registered entry has fired (the driver has freed it).
     pub(crate) fn has_fired(&self, key: Key) -> bool {
-        let mut inner = self.inner.lock();
-        inner.wheel.value_mut(key).is_none()
+        let (shard, key) = self.locate(key);
+        shard.lock().wheel.value_mut(key).is_none()
     }
 
     /// Frees the entry of a `Sleep` that is dropped or reset before it
     /// completed; nothing if the driver has fired (and freed) it meanwhile.
     pub(crate) fn cancel(&self, key: Key) {
-        let mut inner = self.inner.lock();
+        let (shard, key) = self.locate(key);
+        let mut inner = shard.lock();
         let taken = inner.wheel.remove(key);
         if taken.is_some() {
             inner.cancelled += 1;
@@ -545,17 +652,18 @@ impl Shared {
         drop(taken);
     }
 
-    /// Moves a pending `Sleep`'s entry to `deadline`, keeping its waker. If
-    /// the new deadline's tick is already processed the entry fires now: it
-    /// is freed and its waker woken.
+    /// Moves a pending `Sleep`'s entry to `tick`, keeping its waker. If
+    /// that tick is already processed the entry fires now: it is freed and
+    /// its waker woken.
     ///
     /// After shutdown a pending entry is still moved (only the alarm is left
     /// alone), so its next poll reports the shutdown.
     pub(crate) fn reset(&self, key: Key, tick: u64) -> Reset {
-        let mut inner = self.inner.lock();
+        let (shard, key) = self.locate(key);
+        let mut inner = shard.lock();
         match inner.wheel.reset(key, tick) {
             Some(true) => {
-                let notify = !inner.shut_down && inner.pull_in(tick);
+                let notify = !inner.shut_down && self.pull_in(tick);
                 let holds_waker = matches!(inner.wheel.value_mut(key), Some(Job::Wake(Some(_))));
                 drop(inner);
                 if notify {
@@ -565,8 +673,8 @@ impl Shared {
             }
             Some(false) => {
                 let job = inner.wheel.remove(key).expect("reset found it");
-                let (fire, keep_alive) = inner.take_fire(job);
-                debug_assert!(keep_alive.is_none(), "a Sleep's key names a callback");
+                let (fire, callback) = inner.take_fire(job);
+                debug_assert!(!callback, "a Sleep's key names a callback");
                 drop(inner);
                 if let Some(fire) = fire {
                     self.fire(fire);
@@ -590,34 +698,43 @@ impl Shared {
             run,
             state: state.clone(),
         });
-        let mut inner = self.inner.lock();
-        if let Err(refused) = inner.admit(self.max_pending) {
+        // Counted first, so the runner, which counts it done once it has
+        // run, never sees the count short.
+        {
+            let mut control = self.control.lock();
+            control.callbacks += 1;
+            if self.runtime.is_some() && control.keep_alive.is_none() {
+                control.keep_alive = Some(self.clone());
+            }
+        }
+        let home = self.home();
+        let mut inner = self.shards[home].0.lock();
+        if let Err(refused) = inner.admit(self.max_pending, self.shard_capacity()) {
             drop(inner);
             drop(job);
+            let keep_alive = self.control.lock().callbacks_done(1);
+            drop(keep_alive);
             return Err(refused);
         }
         let tick = self
             .clock
             .deadline_tick(deadline)
             .max(inner.wheel.elapsed().saturating_add(1));
-        let key = inner.wheel.insert(tick, job);
-        inner.callbacks += 1;
-        if self.runtime.is_some() && inner.keep_alive.is_none() {
-            inner.keep_alive = Some(self.clone());
-        }
-        let notify = inner.pull_in(tick);
+        let local = inner.wheel.insert(tick, job);
+        let notify = self.pull_in(tick);
         drop(inner);
         if notify {
             self.notify();
         }
-        Ok((key, state))
+        Ok((self.key(home, local), state))
     }
 
     /// Cancels a pending callback; `true` if that stopped it from running.
     pub(crate) fn cancel_callback(&self, key: Key, state: &CallbackState) -> bool {
-        let mut inner = self.inner.lock();
-        // Phases change only under this lock: fired, cancelled or handed
-        // back by a shutdown means there is nothing left to stop.
+        let (shard, key) = self.locate(key);
+        let mut inner = shard.lock();
+        // Phases change only under the shard's lock: fired, cancelled or
+        // handed back by a shutdown means there is nothing left to stop.
         if state.phase() != PENDING {
             return false;
         }
@@ -625,26 +742,36 @@ impl Shared {
         let job = inner.wheel.remove(key);
         debug_assert!(matches!(job, Some(Job::Call(_))));
         inner.cancelled += 1;
-        let keep_alive = inner.callback_done();
         drop(inner);
         drop(job);
+        let keep_alive = self.control.lock().callbacks_done(1);
         drop(keep_alive);
         true
     }
 
     pub(crate) fn stats(&self) -> Stats {
-        let inner = self.inner.lock();
-        Stats {
-            pending: inner.wheel.scheduled(),
-            entries: inner.wheel.len(),
-            levels: inner.wheel.levels(),
-            callbacks: inner.callbacks,
-            fired: inner.fired,
-            cancelled: inner.cancelled,
-            panicked: inner.panicked,
-            allocated_entries: inner.wheel.allocated_entries(),
-            level_bytes: inner.wheel.level_bytes(),
+        let mut stats = Stats::default();
+        for shard in self.shards.iter() {
+            let inner = shard.0.lock();
+            stats.pending += inner.wheel.scheduled();
+            stats.entries += inner.wheel.len();
+            stats.levels = stats.levels.max(inner.wheel.levels());
+            stats.fired += inner.fired;
+            stats.cancelled += inner.cancelled;
+            stats.allocated_entries += inner.wheel.allocated_entries();
+            stats.level_bytes += inner.wheel.level_bytes();
         }
+        stats.callbacks = self.control.lock().callbacks;
+        stats.panicked = self.panicked.load(Ordering::Relaxed);
+        stats
+    }
+
+    /// The earliest tick at which some shard has work, if any.
+    fn next_expiration(&self) -> Option<u64> {
+        self.shards
+            .iter()
+            .filter_map(|shard| shard.0.lock().wheel.next_expiration())
+            .min()
     }
 
     /// Moves a manual timer's clock to `target` (never backwards) and fires
@@ -659,16 +786,18 @@ impl Shared {
     pub(crate) fn advance_to(&self, target: Instant) {
         let reentrant = RUNNER_HERE.with(|runner| std::ptr::eq(runner.get(), self));
         loop {
-            let mut inner = self.inner.lock();
             // A shut-down timer fires nothing more: one step to the target.
-            let stepping = !reentrant && !inner.shut_down;
-            let next = inner
-                .wheel
-                .next_expiration()
-                .and_then(|tick| self.clock.instant_at(tick))
-                .filter(|&at| at < target && stepping);
-            let Time::Manual { now } = &mut inner.time else {
-                drop(inner);
+            let stepping = !reentrant && !self.is_shut_down();
+            let next = if stepping {
+                self.next_expiration()
+                    .and_then(|tick| self.clock.instant_at(tick))
+                    .filter(|&at| at < target)
+            } else {
+                None
+            };
+            let mut control = self.control.lock();
+            let Time::Manual { now } = &mut control.time else {
+                drop(control);
                 panic!(
                     "wheel: advance needs a manual timer (Timer::builder().manual()); \
                      this one follows its runtime's clock"
@@ -676,7 +805,7 @@ impl Shared {
             };
             let step = next.unwrap_or(target);
             *now = (*now).max(step);
-            drop(inner);
+            drop(control);
             self.notify();
             if reentrant {
                 // A callback is advancing the clock: this thread's runner saw
@@ -744,53 +873,62 @@ impl Shared {
     fn process(&self) {
         let _clock_of_this_runtime = self.runtime.as_ref().map(|rt| rt.handle.enter());
         let mut batch = Batch::new();
-        let mut release = Vec::new();
-        let mut inner = self.inner.lock();
-        let mut now = self.clock.now_tick(inner.now());
-        loop {
-            if inner.shut_down {
+        let mut callbacks_done = 0;
+        let mut release = None;
+        let mut now = self.clock.now_tick(self.control.lock().now());
+        'pass: loop {
+            if self.is_shut_down() {
                 break;
             }
+            // Until this pass has looked at every shard, any registration
+            // must notify: see "Shards".
+            self.wake_at.store(NEVER, Ordering::SeqCst);
             self.publish(now);
-            while let Some(job) = inner.wheel.pop_expired_value(now) {
-                let (fire, keep_alive) = inner.take_fire(job);
-                release.extend(keep_alive);
-                if fire.is_some_and(|fire| batch.push(fire)) {
-                    drop(inner);
-                    batch.drain().for_each(|fire| self.fire(fire));
-                    inner = self.inner.lock();
+            let mut next = NEVER;
+            for shard in self.shards.iter() {
+                let mut inner = shard.0.lock();
+                loop {
                     if inner.shut_down {
+                        break 'pass;
+                    }
+                    let Some(job) = inner.wheel.pop_expired_value(now) else {
                         break;
+                    };
+                    let (fire, callback) = inner.take_fire(job);
+                    callbacks_done += usize::from(callback);
+                    if fire.is_some_and(|fire| batch.push(fire)) {
+                        drop(inner);
+                        batch.drain().for_each(|fire| self.fire(fire));
+                        inner = shard.0.lock();
                     }
                 }
-            }
-            if inner.shut_down {
-                break;
+                next = next.min(inner.wheel.next_expiration().unwrap_or(NEVER));
             }
             self.complete(now);
-            match inner.wheel.next_expiration() {
-                None => {
-                    inner.wake_at = NEVER;
-                    break;
-                }
-                Some(next) => {
-                    inner.wake_at = next;
-                    if self.arm(&mut inner, next).is_pending() {
-                        break;
-                    }
-                    // Already due (the clock moved on while we worked).
-                    now = self.clock.now_tick(inner.now());
-                }
+            let mut control = self.control.lock();
+            if let Some(last) = control.callbacks_done(std::mem::take(&mut callbacks_done)) {
+                release = Some(last);
             }
+            self.wake_at.store(next, Ordering::SeqCst);
+            if next == NEVER {
+                break;
+            }
+            if self.arm(&mut control, next).is_pending() {
+                break;
+            }
+            // Already due (the clock moved on while we worked).
+            now = self.clock.now_tick(control.now());
         }
-        drop(inner);
+        if callbacks_done > 0 {
+            release = release.or(self.control.lock().callbacks_done(callbacks_done));
+        }
         batch.drain().for_each(|fire| self.fire(fire));
         // The caller holds its own reference, so this is never the last.
         drop(release);
     }
 
     /// Announces that entries up to `tick` may fire from now on; called
-    /// under the lock before any of them is popped.
+    /// before any of them is popped.
     fn publish(&self, tick: u64) {
         if tick > self.published.load(Ordering::Relaxed) {
             self.published.store(tick, Ordering::Release);
@@ -798,9 +936,9 @@ impl Shared {
     }
 
     /// Announces that every entry due by `tick` has fired and been freed;
-    /// called under the lock once `pop_expired` has no more up to `tick`.
-    /// `now_tick` never reaches `u64::MAX`, the tick of deadlines beyond
-    /// the clock's range, so those never look fired.
+    /// called once no shard has any more up to `tick`. `now_tick` never
+    /// reaches `u64::MAX`, the tick of deadlines beyond the clock's range,
+    /// so those never look fired.
     fn complete(&self, tick: u64) {
         debug_assert!(tick < u64::MAX);
         if tick > self.completed.load(Ordering::Relaxed) {
@@ -809,13 +947,13 @@ impl Shared {
     }
 
     /// Arms the alarm for `tick`; `Ready` if that moment has already come.
-    fn arm(&self, inner: &mut Inner, tick: u64) -> Poll<()> {
-        if inner.alarm_at == tick {
+    fn arm(&self, control: &mut Control, tick: u64) -> Poll<()> {
+        if control.alarm_at == tick {
             // Armed for this tick and not yet fired: firing would have let
-            // the wheel move past it.
+            // the wheels move past it.
             return Poll::Pending;
         }
-        let polled = match &mut inner.time {
+        let polled = match &mut control.time {
             Time::Manual { now } => {
                 if tick <= self.clock.now_tick(*now) {
                     Poll::Ready(())
@@ -826,7 +964,7 @@ impl Shared {
             Time::Alarm { alarm, waker } => {
                 let Some(when) = self.clock.instant_at(tick) else {
                     // Beyond what `Instant` can express: it never comes.
-                    inner.alarm_at = NEVER;
+                    control.alarm_at = NEVER;
                     return Poll::Pending;
                 };
                 alarm.as_mut().reset(when);
@@ -836,7 +974,7 @@ impl Shared {
                 Pin::new(&mut tokio::task::unconstrained(alarm.as_mut())).poll(&mut cx)
             }
         };
-        inner.alarm_at = if polled.is_ready() { NEVER } else { tick };
+        control.alarm_at = if polled.is_ready() { NEVER } else { tick };
         polled
     }
 
@@ -848,7 +986,7 @@ impl Shared {
             Fire::Call(run) => catch_unwind(AssertUnwindSafe(run)).is_err(),
         };
         if panicked {
-            self.inner.lock().panicked += 1;
+            self.panicked.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -861,35 +999,37 @@ impl Shared {
             callbacks: Vec::new(),
             sleeps: 0,
         };
-        let mut inner = self.inner.lock();
-        if inner.shut_down {
+        if self.shut_down.swap(true, Ordering::AcqRel) {
             return leftovers;
         }
-        inner.shut_down = true;
-        self.shut_down.store(true, Ordering::Release);
         // Every pending sleep must take the locked path, which reports it.
         self.publish(u64::MAX);
         let mut wakers = Vec::new();
-        for job in inner.wheel.take_scheduled_values() {
-            match job {
-                Job::Wake(waker) => {
-                    leftovers.sleeps += 1;
-                    wakers.extend(waker);
-                }
-                Job::Call(callback) => {
-                    callback.state.set_phase(CANCELLED);
-                    leftovers
-                        .callbacks
-                        .push((callback.state.deadline(), callback.run));
+        for shard in self.shards.iter() {
+            let mut inner = shard.0.lock();
+            inner.shut_down = true;
+            for job in inner.wheel.take_scheduled_values() {
+                match job {
+                    Job::Wake(waker) => {
+                        leftovers.sleeps += 1;
+                        wakers.extend(waker);
+                    }
+                    Job::Call(callback) => {
+                        callback.state.set_phase(CANCELLED);
+                        leftovers
+                            .callbacks
+                            .push((callback.state.deadline(), callback.run));
+                    }
                 }
             }
         }
         // Deadline order, as they would have run.
         leftovers.callbacks.sort_by_key(|(deadline, _)| *deadline);
-        inner.callbacks = 0;
-        let keep_alive = inner.keep_alive.take();
-        let sentinel = inner.sentinel.take();
-        drop(inner);
+        let (keep_alive, sentinel) = {
+            let mut control = self.control.lock();
+            let keep_alive = control.callbacks_done(leftovers.callbacks.len());
+            (keep_alive, control.sentinel.take())
+        };
         if let Some(Runtime {
             default_for: Some(id),
             ..
@@ -910,27 +1050,32 @@ impl Shared {
 
     /// Stores the sentinel's waker; `false` if the timer has already shut down.
     pub(crate) fn set_sentinel(&self, waker: &Waker) -> bool {
-        let mut inner = self.inner.lock();
-        if inner.shut_down {
+        let mut control = self.control.lock();
+        if self.is_shut_down() {
             return false;
         }
-        match &inner.sentinel {
+        match &control.sentinel {
             Some(held) if held.will_wake(waker) => {}
-            _ => inner.sentinel = Some(waker.clone()),
+            _ => control.sentinel = Some(waker.clone()),
         }
         true
     }
 
+    /// What the loom models check once every thread is done: the earliest
+    /// tick any shard has work at, `wake_at`, and the tick the alarm is
+    /// armed for.
     #[cfg(all(test, loom))]
-    fn inner(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock()
+    fn armed(&self) -> (Option<u64>, u64, u64) {
+        let next = self.next_expiration();
+        let alarm_at = self.control.lock().alarm_at;
+        (next, self.wake_at.load(Ordering::SeqCst), alarm_at)
     }
 }
 
 impl Drop for Shared {
     fn drop(&mut self) {
         // Every handle is gone: let the sentinel task finish.
-        if let Some(waker) = self.inner.get_mut().sentinel.take() {
+        if let Some(waker) = self.control.get_mut().sentinel.take() {
             waker.wake();
         }
     }
@@ -941,6 +1086,7 @@ impl std::fmt::Debug for Shared {
         f.debug_struct("Shared")
             .field("tick", &self.clock.tick())
             .field("slots_per_level", &self.slots_per_level)
+            .field("shards", &self.shards.len())
             .field("manual", &self.is_manual())
             .field("shut_down", &self.is_shut_down())
             .finish_non_exhaustive()
