@@ -7,7 +7,7 @@ use tokio_test::{assert_pending, assert_ready, assert_ready_eq, task};
 use wheel::{Instant, Timer};
 
 mod common;
-use common::manual;
+use common::{manual, ms};
 
 #[test]
 fn works_with_no_runtime_at_all() {
@@ -222,4 +222,54 @@ fn a_delay_queue_follows_the_manual_clock() {
     assert!(queue.is_woken());
     let last = assert_ready!(queue.enter(|cx, mut q| q.poll_expired(cx)));
     assert_eq!(last.map(|e| e.into_inner()), Some("c"));
+}
+
+/// A sharded timer: each thread registers in its own shard, and any thread
+/// can fire, poll or cancel any of them. Sleeps made on four threads fire
+/// exactly at their deadlines when the main thread advances, the ones
+/// dropped on yet another thread are cancelled, and nothing is left.
+#[test]
+fn a_sharded_timer_serves_every_thread_from_any_thread() {
+    let timer = Timer::builder().manual().shards(4).build().unwrap();
+    assert_eq!(timer.shards(), 4);
+    let start = timer.now();
+    let made: Vec<_> = (0..4u64)
+        .map(|t| {
+            let timer = timer.clone();
+            std::thread::spawn(move || {
+                (0..50u64)
+                    .map(|i| {
+                        let mut sleep = task::spawn(timer.sleep_until(start + ms(1 + i + t * 50)));
+                        assert_pending!(sleep.poll());
+                        sleep
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let mut sleeps: Vec<_> = made.into_iter().flat_map(|t| t.join().unwrap()).collect();
+    assert_eq!(timer.stats().pending, 200);
+    // Every other one is dropped on another thread.
+    let dropped: Vec<_> = (0..100).map(|i| sleeps.remove(i)).collect();
+    std::thread::spawn(move || drop(dropped)).join().unwrap();
+    assert_eq!(timer.stats().pending, 100);
+    for step in 1..=200u64 {
+        timer.advance_to(start + ms(step));
+        for sleep in &mut sleeps {
+            let due = sleep.deadline() <= start + ms(step);
+            assert_eq!(
+                sleep.is_elapsed(),
+                due,
+                "at {step} ms: {:?}",
+                sleep.deadline()
+            );
+        }
+    }
+    for sleep in &mut sleeps {
+        assert!(sleep.is_woken());
+        assert_ready!(sleep.poll());
+    }
+    let stats = timer.stats();
+    assert_eq!((stats.pending, stats.entries), (0, 0), "{stats:?}");
+    assert_eq!((stats.fired, stats.cancelled), (100, 100), "{stats:?}");
 }

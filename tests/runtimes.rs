@@ -857,6 +857,33 @@ fn build_errors() {
         assert_eq!(timer.slots_per_level(), slots);
     }
     assert!(builder().tick(Duration::from_nanos(1)).build().is_ok());
+    for shards in [0, 3, 6, 128] {
+        let err = builder().shards(shards).build().unwrap_err();
+        assert!(
+            err.is_invalid_shards() && !err.is_invalid_slots(),
+            "{shards}: {err}"
+        );
+        assert!(err.to_string().contains("power of two"), "{err}");
+    }
+    for shards in [1, 2, 64] {
+        assert_eq!(builder().shards(shards).build().unwrap().shards(), shards);
+    }
+    // A limit is counted under one lock: more shards are refused, and the
+    // default is one.
+    let err = builder().max_pending(10).shards(2).build().unwrap_err();
+    assert!(
+        err.is_invalid_shards() && err.to_string().contains("max_pending"),
+        "{err}"
+    );
+    assert_eq!(
+        builder()
+            .max_pending(10)
+            .shards(1)
+            .build()
+            .unwrap()
+            .shards(),
+        1
+    );
 
     // A runtime without `enable_time()`.
     let no_time = RtBuilder::new_current_thread().build().unwrap();
