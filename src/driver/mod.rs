@@ -106,17 +106,18 @@
 //! a power of two. Every shard's wheel advances to the same tick in each
 //! runner pass, so `published` and `completed` hold for all of them.
 //!
-//! `wake_at` is the promise that replaces "the alarm is armed for the
-//! earliest entry" now that no single lock covers every entry. A
-//! registration due before it lowers it (`fetch_min`) and notifies. The
-//! runner sets it to `NEVER` before it looks at the first shard and to the
-//! earliest tick it found after the last one. A registration in a shard
-//! the pass has already looked at locked that shard after the runner did,
-//! so it sees `NEVER` (or the pass's result) and notifies if it is earlier,
-//! and the runner goes round again; one in a shard not yet looked at is
-//! seen by the pass. The SeqCst store and load, ordered through the shard's
-//! lock, are what make that so: `loom_sharded_registration_vs_runner` fails
-//! without the reset to `NEVER`.
+//! Each shard keeps its own `wake_at`, under its lock: the promise that
+//! the runner will look at that wheel by then. A registration due before it
+//! lowers it and notifies, exactly as with one wheel. The runner, looking
+//! at each shard in turn, sets that shard's `wake_at` to the wheel's next
+//! expiration and arms the alarm for the earliest over all shards, which is
+//! no later than any shard's promise. A registration in a shard the pass
+//! has already looked at sees the promise the pass just made and notifies
+//! if it is earlier; one in a shard not yet looked at is seen by the pass.
+//! So registrations notify only when they pull a promise in, and a runner
+//! is not kept going round by registrations it has nothing to do for.
+//! `loom_sharded_registration_vs_runner` fails if the pass does not renew
+//! each shard's promise.
 //!
 //! A timer with a `max_pending` limit keeps one shard, so the limit is
 //! counted exactly under one lock.
@@ -215,9 +216,6 @@ pub(crate) struct Shared {
     run_state: AtomicU8,
     /// Set once by `shut_down` (before it takes the shards' entries).
     shut_down: AtomicBool,
-    /// The runner will look at the wheels by this tick at the latest; a
-    /// registration due before it must notify. See "Shards".
-    wake_at: AtomicU64,
     /// No entry due after this tick has fired: see "Polling without the
     /// lock".
     published: AtomicU64,
@@ -250,6 +248,9 @@ struct Shard(Mutex<Inner>);
 /// A shard's state.
 struct Inner {
     wheel: Wheel<Job>,
+    /// The runner will look at this wheel by this tick at the latest; a
+    /// registration due before it must notify. See "Shards".
+    wake_at: u64,
     shut_down: bool,
     fired: u64,
     cancelled: u64,
@@ -302,6 +303,17 @@ impl Control {
 }
 
 impl Inner {
+    /// Whether a deadline at `tick` comes before the runner's next look at
+    /// this wheel. If so, moves that promise up; the caller must then
+    /// `notify` (after releasing the lock) so the alarm is re-armed.
+    fn pull_in(&mut self, tick: u64) -> bool {
+        let earlier = tick < self.wake_at;
+        if earlier {
+            self.wake_at = tick;
+        }
+        earlier
+    }
+
     /// Refuses new work on a shut-down or full timer (or shard).
     fn admit(&self, max_pending: usize, shard_capacity: usize) -> Result<(), Error> {
         if self.shut_down {
@@ -411,6 +423,7 @@ impl Shared {
                 .map(|_| {
                     Shard(Mutex::new(Inner {
                         wheel: Wheel::new(slots_per_level),
+                        wake_at: NEVER,
                         shut_down: false,
                         fired: 0,
                         cancelled: 0,
@@ -427,7 +440,6 @@ impl Shared {
             }),
             run_state: AtomicU8::new(0),
             shut_down: AtomicBool::new(false),
-            wake_at: AtomicU64::new(NEVER),
             published: AtomicU64::new(0),
             completed: AtomicU64::new(0),
             panicked: AtomicU64::new(0),
@@ -513,14 +525,6 @@ impl Shared {
         }
     }
 
-    /// Whether a deadline at `tick` comes before the runner's next look at
-    /// the wheels. If so, moves that promise up; the caller must then
-    /// `notify` (after releasing the shard's lock) so the alarm is re-armed.
-    fn pull_in(&self, tick: u64) -> bool {
-        tick < self.wake_at.load(Ordering::SeqCst)
-            && tick < self.wake_at.fetch_min(tick, Ordering::SeqCst)
-    }
-
     /// Puts a `Sleep`'s entry in this thread's shard for `deadline`, with
     /// the waker of the task polling it, if any yet.
     ///
@@ -559,7 +563,7 @@ impl Shared {
                 Registration::Refused(refused)
             };
         }
-        if !self.pull_in(tick) {
+        if !inner.pull_in(tick) {
             let local = inner.wheel.insert(tick, Job::Wake(waker.cloned()));
             return Registration::Pending(self.key(home, local));
         }
@@ -663,7 +667,7 @@ impl Shared {
         let mut inner = shard.lock();
         match inner.wheel.reset(key, tick) {
             Some(true) => {
-                let notify = !inner.shut_down && self.pull_in(tick);
+                let notify = !inner.shut_down && inner.pull_in(tick);
                 let holds_waker = matches!(inner.wheel.value_mut(key), Some(Job::Wake(Some(_))));
                 drop(inner);
                 if notify {
@@ -721,7 +725,7 @@ impl Shared {
             .deadline_tick(deadline)
             .max(inner.wheel.elapsed().saturating_add(1));
         let local = inner.wheel.insert(tick, job);
-        let notify = self.pull_in(tick);
+        let notify = inner.pull_in(tick);
         drop(inner);
         if notify {
             self.notify();
@@ -880,9 +884,6 @@ impl Shared {
             if self.is_shut_down() {
                 break;
             }
-            // Until this pass has looked at every shard, any registration
-            // must notify: see "Shards".
-            self.wake_at.store(NEVER, Ordering::SeqCst);
             self.publish(now);
             let mut next = NEVER;
             for shard in self.shards.iter() {
@@ -902,14 +903,15 @@ impl Shared {
                         inner = shard.0.lock();
                     }
                 }
-                next = next.min(inner.wheel.next_expiration().unwrap_or(NEVER));
+                // This shard's promise: see "Shards".
+                inner.wake_at = inner.wheel.next_expiration().unwrap_or(NEVER);
+                next = next.min(inner.wake_at);
             }
             self.complete(now);
             let mut control = self.control.lock();
             if let Some(last) = control.callbacks_done(std::mem::take(&mut callbacks_done)) {
                 release = Some(last);
             }
-            self.wake_at.store(next, Ordering::SeqCst);
             if next == NEVER {
                 break;
             }
@@ -1062,13 +1064,14 @@ impl Shared {
     }
 
     /// What the loom models check once every thread is done: the earliest
-    /// tick any shard has work at, `wake_at`, and the tick the alarm is
-    /// armed for.
+    /// tick any shard has work at, the earliest shard's `wake_at`, and the
+    /// tick the alarm is armed for.
     #[cfg(all(test, loom))]
     fn armed(&self) -> (Option<u64>, u64, u64) {
         let next = self.next_expiration();
+        let wake_at = self.shards.iter().map(|shard| shard.0.lock().wake_at).min();
         let alarm_at = self.control.lock().alarm_at;
-        (next, self.wake_at.load(Ordering::SeqCst), alarm_at)
+        (next, wake_at.unwrap_or(NEVER), alarm_at)
     }
 }
 
