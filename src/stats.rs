@@ -2,6 +2,11 @@
 
 /// A snapshot of a timer's counters, from [`Timer::stats`](crate::Timer::stats).
 ///
+/// A timer split into shards ([`Builder::shards`](crate::Builder::shards))
+/// reports the sum over its shards, except `levels`, the most any shard's
+/// wheel has. The shards are read one after another, so while other
+/// threads are registering the sum need not match any single instant.
+///
 /// # Examples
 ///
 /// ```
@@ -20,7 +25,8 @@ pub struct Stats {
     /// a future frees its own when dropped, so this equals `pending`; a
     /// difference would be a leak.
     pub entries: usize,
-    /// Levels the wheel has allocated (level 0 always; higher ones on demand).
+    /// Levels the wheel has allocated (level 0 always; higher ones on
+    /// demand); with shards, the most any shard's wheel has.
     pub levels: usize,
     /// Callbacks scheduled and not yet run or cancelled (also counted in
     /// `pending`).
