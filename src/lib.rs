@@ -40,6 +40,11 @@
 //! its methods return the same futures. [`Timer::stats`] reports what is
 //! pending, fired and cancelled, and the wheel's memory.
 //!
+//! On a multi-thread runtime a timer is split into shards
+//! ([`Builder::shards`]), each a wheel behind its own lock, and each thread
+//! registers in its own: workers creating and cancelling timeouts at once
+//! do not wait on one another.
+//!
 //! # Callbacks, shutdown and capacity
 //!
 //! [`Timer::schedule`] runs a closure at a deadline with no task and no

@@ -11,7 +11,7 @@
 //!   within 5 s, checked with tokio's own timer (tokio's `timeout` polls the
 //!   inner future first, so a stalled runtime cannot fake a loss);
 //! - at the end, once every future is gone, every timer has nothing pending,
-//!   no entries, and no more than its trim floor allocated.
+//!   no entries, and no more than its trim floor allocated in each shard.
 //!
 //! In CI it runs small: 64 tasks for 2 seconds. Run it large with
 //!
@@ -318,8 +318,9 @@ fn random_timers_on_a_multi_thread_runtime_are_never_early_never_lost_and_leave_
             (0, 0),
             "seed {seed}: timer {i} kept timers: {stats:?}"
         );
+        // The trim floor is per shard, and the stats add the shards up.
         assert!(
-            stats.allocated_entries <= 1_024,
+            stats.allocated_entries <= 1_024 * timer.shards(),
             "seed {seed}: timer {i}: {stats:?}"
         );
     }
