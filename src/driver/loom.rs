@@ -217,25 +217,29 @@ fn loom_earlier_registration_reschedules() {
 }
 
 /// Two registrations racing each other's `notify`: whichever thread ends up
-/// the runner, the alarm is armed for the earlier one.
+/// the runner, the alarm is armed for the earlier one. Also on two shards,
+/// where each thread registers in its own.
 #[test]
 fn loom_concurrent_registrations_arm_the_earliest() {
-    loom::model(|| {
-        let (timer, start) = manual();
-        let other = timer.clone();
-        let late = thread::spawn(move || {
-            let mut sleep = other.sleep_until(start + ms(20));
+    for make in [manual, sharded] {
+        loom::model(move || {
+            let (timer, start) = make();
+            let other = timer.clone();
+            let late = thread::spawn(move || {
+                let mut sleep = other.sleep_until(start + ms(20));
+                let (_flag, waker) = flag();
+                assert!(poll(&mut sleep, &waker).is_pending());
+                sleep
+            });
+            let mut early = timer.sleep_until(start + ms(10));
             let (_flag, waker) = flag();
-            assert!(poll(&mut sleep, &waker).is_pending());
-            sleep
-        });
-        let mut early = timer.sleep_until(start + ms(10));
-        let (_flag, waker) = flag();
-        assert!(poll(&mut early, &waker).is_pending());
-        let _late = late.join().unwrap();
+            assert!(poll(&mut early, &waker).is_pending());
+            let _late = late.join().unwrap();
 
-        assert_armed_for_earliest(&timer, start + ms(10));
-    });
+            assert_armed_for_earliest(&timer, start + ms(10));
+            assert_eq!(timer.stats().pending, 2);
+        });
+    }
 }
 
 /// Cancelling a callback while the driver fires it: it runs, or `cancel`
@@ -330,28 +334,5 @@ fn loom_sharded_registration_vs_runner() {
         assert!(poll(&mut early, &early_waker).is_ready());
         assert!(poll(&mut first, &late_waker).is_ready());
         assert!(poll(&mut late, &late_waker).is_pending());
-    });
-}
-
-/// Shards: two registrations, one per shard, racing each other's
-/// `notify`; the alarm ends armed for the earlier one.
-#[test]
-fn loom_sharded_registrations_arm_the_earliest() {
-    loom::model(|| {
-        let (timer, start) = sharded();
-        let other = timer.clone();
-        let late = thread::spawn(move || {
-            let mut sleep = other.sleep_until(start + ms(10));
-            let (_flag, waker) = flag();
-            assert!(poll(&mut sleep, &waker).is_pending());
-            sleep
-        });
-        let mut early = timer.sleep_until(start + ms(20));
-        let (_flag, waker) = flag();
-        assert!(poll(&mut early, &waker).is_pending());
-        let _late = late.join().unwrap();
-
-        assert_armed_for_earliest(&timer, start + ms(10));
-        assert_eq!(timer.stats().pending, 2);
     });
 }
