@@ -211,6 +211,11 @@ pub(crate) struct Shared {
     shards: Box<[Shard]>,
     /// `log2(shards.len())`: the low bits of a key's index name its shard.
     shard_bits: u32,
+    /// `shards.len() - 1`: those bits.
+    shard_mask: u32,
+    /// Entries a shard may hold: its slab indices must leave room for the
+    /// shard number in a key's 32-bit index.
+    shard_capacity: usize,
     /// What only the runner (and shutdown) changes: the clock, the alarm.
     control: Mutex<Control>,
     run_state: AtomicU8,
@@ -431,6 +436,12 @@ impl Shared {
                 })
                 .collect(),
             shard_bits: shards.trailing_zeros(),
+            shard_mask: (shards - 1) as u32,
+            shard_capacity: if shards == 1 {
+                usize::MAX
+            } else {
+                (1usize << (32 - shards.trailing_zeros())) - 1
+            },
             control: Mutex::new(Control {
                 time,
                 alarm_at: NEVER,
@@ -487,17 +498,16 @@ impl Shared {
 
     /// The shard this thread registers in.
     fn home(&self) -> usize {
-        if self.shards.len() == 1 {
+        if self.shard_mask == 0 {
             0
         } else {
-            crate::sync::thread_hint() & (self.shards.len() - 1)
+            crate::sync::thread_hint() & self.shard_mask as usize
         }
     }
 
     /// The shard a key names, and the key within that shard's wheel.
     fn locate(&self, key: Key) -> (&Mutex<Inner>, Key) {
-        let mask = (1u32 << self.shard_bits) - 1;
-        let shard = &self.shards[(key.index & mask) as usize].0;
+        let shard = &self.shards[(key.index & self.shard_mask) as usize].0;
         let local = Key {
             index: key.index >> self.shard_bits,
             generation: key.generation,
@@ -512,16 +522,6 @@ impl Shared {
         Key {
             index: (local.index << self.shard_bits) | shard as u32,
             generation: local.generation,
-        }
-    }
-
-    /// Entries a shard may hold: its slab indices must leave room for the
-    /// shard number in a key's 32-bit index.
-    fn shard_capacity(&self) -> usize {
-        if self.shard_bits == 0 {
-            usize::MAX
-        } else {
-            (1usize << (32 - self.shard_bits)) - 1
         }
     }
 
@@ -553,7 +553,7 @@ impl Shared {
         if tick <= inner.wheel.elapsed() || self.reached(deadline) {
             return Registration::Elapsed;
         }
-        if let Err(refused) = inner.admit(self.max_pending, self.shard_capacity()) {
+        if let Err(refused) = inner.admit(self.max_pending, self.shard_capacity) {
             drop(inner);
             // Cold: a deadline already passed still completes on a timer
             // that can no longer fire anything.
@@ -713,7 +713,7 @@ impl Shared {
         }
         let home = self.home();
         let mut inner = self.shards[home].0.lock();
-        if let Err(refused) = inner.admit(self.max_pending, self.shard_capacity()) {
+        if let Err(refused) = inner.admit(self.max_pending, self.shard_capacity) {
             drop(inner);
             drop(job);
             let keep_alive = self.control.lock().callbacks_done(1);
