@@ -38,8 +38,8 @@ pub struct Stats {
     /// Callbacks that panicked, and wakers that panicked when woken. The
     /// driver catches the panic and carries on.
     pub panicked: u64,
-    /// Entries the wheel's slab has room for: its capacity, at about 40
-    /// bytes each. It grows with the number of live entries (like a `Vec`,
+    /// Entries the wheel's slab has room for: its capacity, at 40
+    /// bytes each (on 64-bit targets). It grows with the number of live entries (like a `Vec`,
     /// so it never exceeds twice the peak) and is given back as they go:
     /// when the timer has no entries left it is at most 1024, and zero after
     /// any burst larger than that. While entries are live and fewer than a

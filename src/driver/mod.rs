@@ -165,7 +165,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use tokio::time::Instant;
 
 pub(crate) use clock::Clock;
-use job::{Batch, Callback, CallbackState, Fire, Job, CANCELLED, EXPIRED, PENDING};
+use job::{is_no_waker, Batch, Callback, CallbackState, Fire, Job, CANCELLED, EXPIRED, PENDING};
 pub(crate) use sentinel::Sentinel;
 
 use crate::error::Error;
@@ -337,7 +337,7 @@ impl Inner {
     fn take_fire(&mut self, job: Job) -> (Option<Fire>, bool) {
         self.fired += 1;
         match job {
-            Job::Wake(waker) => (waker.map(Fire::Wake), false),
+            Job::Wake(waker) => ((!is_no_waker(&waker)).then_some(Fire::Wake(waker)), false),
             Job::Call(callback) => {
                 callback.state.set_phase(EXPIRED);
                 (Some(Fire::Call(callback.run)), true)
@@ -564,7 +564,7 @@ impl Shared {
             };
         }
         if !inner.pull_in(tick) {
-            let local = inner.wheel.insert(tick, Job::Wake(waker.cloned()));
+            let local = inner.wheel.insert(tick, Job::wake(waker));
             return Registration::Pending(self.key(home, local));
         }
         // The new earliest deadline: notify the runner, which reads the
@@ -572,12 +572,16 @@ impl Shared {
         // stored only if it has not, so a sleep that completes here leaves no
         // wake-up behind (only a `Pending` poll arranges one); both checks
         // are under the shard's lock, so no firing can slip between them.
-        let local = inner.wheel.insert(tick, Job::Wake(None));
+        let local = inner.wheel.insert(tick, Job::wake(None));
         drop(inner);
         self.notify();
         let mut inner = shard.lock();
         match inner.wheel.value_mut(local) {
-            Some(Job::Wake(slot)) => *slot = waker.cloned(),
+            Some(Job::Wake(slot)) => {
+                if let Some(waker) = waker {
+                    slot.clone_from(waker);
+                }
+            }
             // Fired and freed by the runner: completed, not fired, to the
             // caller, for whom it never was pending.
             None => {
@@ -609,10 +613,7 @@ impl Shared {
         match inner.wheel.value_mut(key) {
             Some(_) if shut_down => Poll::Ready(Err(Error::shut_down())),
             Some(Job::Wake(slot)) => {
-                let old = match slot {
-                    Some(held) if held.will_wake(waker) => None,
-                    _ => slot.replace(waker.clone()),
-                };
+                let old = (!slot.will_wake(waker)).then(|| std::mem::replace(slot, waker.clone()));
                 drop(inner);
                 drop(old);
                 Poll::Pending
@@ -668,7 +669,8 @@ impl Shared {
         match inner.wheel.reset(key, tick) {
             Some(true) => {
                 let notify = !inner.shut_down && inner.pull_in(tick);
-                let holds_waker = matches!(inner.wheel.value_mut(key), Some(Job::Wake(Some(_))));
+                let holds_waker =
+                    matches!(inner.wheel.value_mut(key), Some(Job::Wake(w)) if !is_no_waker(w));
                 drop(inner);
                 if notify {
                     self.notify();
@@ -698,10 +700,10 @@ impl Shared {
         run: Box<dyn FnOnce() + Send>,
     ) -> Result<(Key, Arc<CallbackState>), Error> {
         let state = Arc::new(CallbackState::new(deadline));
-        let job = Job::Call(Callback {
+        let job = Job::Call(Box::new(Callback {
             run,
             state: state.clone(),
-        });
+        }));
         // Counted first, so the runner, which counts it done once it has
         // run, never sees the count short.
         {
@@ -1014,7 +1016,9 @@ impl Shared {
                 match job {
                     Job::Wake(waker) => {
                         leftovers.sleeps += 1;
-                        wakers.extend(waker);
+                        if !is_no_waker(&waker) {
+                            wakers.push(waker);
+                        }
                     }
                     Job::Call(callback) => {
                         callback.state.set_phase(CANCELLED);
