@@ -38,11 +38,11 @@ pub struct Stats {
     /// Callbacks that panicked, and wakers that panicked when woken. The
     /// driver catches the panic and carries on.
     pub panicked: u64,
-    /// Entries the wheel's slab has room for: its capacity, at 40
-    /// bytes each (on 64-bit targets). It grows with the number of live entries (like a `Vec`,
-    /// so it never exceeds twice the peak) and is given back as they go:
-    /// when the timer has no entries left it is at most 1024, and zero after
-    /// any burst larger than that. While entries are live and fewer than a
+    /// Entries the wheel's slab has room for: its capacity, at 40 bytes
+    /// each (on 64-bit targets). It grows with the number of live entries
+    /// (like a `Vec`, so it never exceeds twice the peak) and is given back
+    /// as they go: when the timer has no entries left it is at most 1024,
+    /// and zero after any burst larger than that. While entries are live and fewer than a
     /// quarter of the slots are in use, it is cut to the highest slot still
     /// in use, once every capacity / 4 removals (so removal stays O(1)
     /// amortised). Entries never move, so a live timer from the top of a
