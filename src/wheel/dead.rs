@@ -30,9 +30,12 @@
 //!   - whenever the last scheduled entry goes (cancelled, removed or
 //!     handed out): then every entry left is dead, and the sweep empties
 //!     the wheel, so a wheel with nothing pending holds no entries, and
-//!     is trimmed as an empty one (see `memory.rs`). A timer dropped alone
-//!     in its slot is removed at once (below), so a timer created and
-//!     dropped in a loop never gets here.
+//!     is trimmed as an empty one (see `memory.rs`).
+//!
+//! An entry last in its slot is removed at once instead: only the entry
+//! before it is written, and its slab slot is reused by the next insert.
+//! That is the timer dropped soon after it was made (a timeout whose
+//! response came), and the one a loop creates and drops.
 //!
 //! # What it costs and guarantees
 //!
@@ -60,18 +63,22 @@ pub(crate) const DEAD_FLOOR: usize = 256;
 
 impl<T: Default> Wheel<T> {
     /// Cancels the entry: takes its value, and leaves it linked and dead if
-    /// it is in a level with other entries (see the module docs), or
-    /// removes it outright if it is alone in its slot, due or unlinked.
+    /// it is in a level with entries after it (see the module docs), or
+    /// removes it outright if it is last in its slot, due or unlinked.
     /// `None` if the key is stale. The key must not be used again.
     pub(crate) fn cancel(&mut self, key: Key) -> Option<T> {
         let entry = self.entry_mut(key)?;
         let Place::Level { level, slot } = entry.place else {
             return self.remove(key);
         };
-        if entry.prev == NIL && entry.next == NIL {
-            // Alone in its slot: unlinking touches no other entry, and the
-            // slab slot is reused at once (a timer created and dropped in a
-            // loop stays in one warm entry).
+        if entry.next == NIL {
+            // Last in its slot, as a timer dropped soon after it was made
+            // is: unlinking touches at most the entry before it, and the
+            // slab slot is reused at once, so a timer created and dropped in
+            // a loop stays in one warm entry. Left dead instead, it would
+            // take a fresh slab slot each time, and with many timers
+            // pending, fresh memory (churn among ten million pending timers
+            // measured 1.5 times slower).
             return self.remove(key);
         }
         entry.place = Place::Dead { level, slot };
