@@ -66,7 +66,7 @@ impl<T: Default> Wheel<T> {
     /// it is in a level with entries after it (see the module docs), or
     /// removes it outright if it is last in its slot, due or unlinked.
     /// `None` if the key is stale. The key must not be used again.
-    pub(crate) fn cancel(&mut self, key: Key) -> Option<T> {
+    pub fn cancel(&mut self, key: Key) -> Option<T> {
         let entry = self.entry_mut(key)?;
         let Place::Level { level, slot } = entry.place else {
             return self.remove(key);
@@ -132,6 +132,17 @@ impl<T> Wheel<T> {
             level.clear();
         }
         self.occupied_levels = 0;
+        #[cfg(test)]
+        {
+            self.sweeps += 1;
+        }
+        if self.dead == self.entries.len() {
+            // Nothing but dead entries: no list to rebuild, no free list to
+            // thread through them one by one.
+            self.entries.clear();
+            self.dead = 0;
+            return;
+        }
         let mut freed = 0;
         for index in 0..self.entries.capacity() {
             let Some(entry) = self.entries.get(index) else {
@@ -159,10 +170,6 @@ impl<T> Wheel<T> {
         }
         debug_assert_eq!(freed, self.dead, "dead entries miscounted");
         self.dead = 0;
-        #[cfg(test)]
-        {
-            self.sweeps += 1;
-        }
     }
 }
 
