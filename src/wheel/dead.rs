@@ -98,7 +98,7 @@ impl<T: Default> Wheel<T> {
 
 impl<T> Wheel<T> {
     /// Entries cancelled by [`cancel`](Wheel::cancel) and not yet freed.
-    pub(crate) fn dead(&self) -> usize {
+    pub fn dead(&self) -> usize {
         self.dead
     }
 

@@ -179,7 +179,7 @@ impl<T> Wheel<T> {
     }
 
     /// Entries in the slab, including expired ones their owner has not freed.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }
 
