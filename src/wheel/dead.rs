@@ -41,11 +41,12 @@
 //!
 //! A sweep frees at least a quarter of the slab capacity it walks (and at
 //! least [`DEAD_FLOOR`] entries, against a walk of the levels' occupied
-//! slots), so every cancel pays O(1) amortised. Dead entries never number more than half the
-//! slab's capacity, plus [`DEAD_FLOOR`], so they hold no memory the slab
-//! would not hold for live entries (at most: the slab grows only when more
-//! than three quarters of it is live). They are not counted as scheduled;
-//! [`Wheel::dead`] counts them. A dead entry's key is stale at once: lookups
+//! slots), or empties a wheel with nothing else in it, so every cancel pays
+//! O(1) amortised. Dead entries never outnumber the larger of
+//! [`DEAD_FLOOR`] and half the slab's capacity, and a full slab with a
+//! quarter of it dead is swept rather than grown, so they cost little
+//! memory the slab would not hold for live entries. They are not counted as
+//! scheduled; [`Wheel::dead`] counts them. A dead entry's key is stale at once: lookups
 //! skip dead entries, so a key that outlives its cancel finds nothing, just
 //! as after a removal.
 //!
@@ -65,7 +66,7 @@ impl<T: Default> Wheel<T> {
     /// Cancels the entry: takes its value, and leaves it linked and dead if
     /// it is in a level with entries after it (see the module docs), or
     /// removes it outright if it is last in its slot, due or unlinked.
-    /// `None` if the key is stale. The key must not be used again.
+    /// `None` if the key is stale; the key is stale afterwards.
     pub fn cancel(&mut self, key: Key) -> Option<T> {
         let entry = self.entry_mut(key)?;
         let Place::Level { level, slot } = entry.place else {
