@@ -75,7 +75,7 @@ async fn dropping_a_pending_sleep_leaves_nothing() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_dropped_sleep_sharing_its_slot_is_dead_until_its_slot_comes() {
+async fn a_dropped_sleep_followed_in_its_slot_stays_dead_until_the_slot_comes() {
     let timer = wheel::Timer::current();
     let mut a = task::spawn(wheel::sleep(ms(100)));
     let mut b = task::spawn(wheel::sleep(ms(100)));

@@ -10,10 +10,10 @@
 //! - a `Sleep`'s entry holds its task's waker. The driver frees it when it
 //!   fires it (taking the waker to wake); the `Sleep` cancels it when it is
 //!   dropped or reset while still pending, which drops the waker at once and
-//!   frees the entry then or, if it shares its slot, leaves it dead for the
-//!   wheel to free (`wheel/dead.rs`). So dropping a `Sleep` leaves nothing
-//!   that can fire or hold its task, and a fired one holds no slab slot while
-//!   it waits to be polled.
+//!   frees the entry then or, if others follow it in its slot, leaves it
+//!   dead for the wheel to free (`wheel/dead.rs`). So dropping a `Sleep`
+//!   leaves nothing that can fire or hold its task, and a fired one holds no
+//!   slab slot while it waits to be polled.
 //! - a callback's entry holds the closure. The driver owns it: it removes the
 //!   entry when it fires (and runs the closure) or when its `TimerHandle`
 //!   cancels it. While a runtime timer has pending callbacks it holds a
