@@ -21,18 +21,10 @@
 pub struct Stats {
     /// Timers registered and waiting for their deadline.
     pub pending: usize,
-    /// Wheel entries in use: `pending` plus `dead_entries`. The driver
-    /// frees an entry when it fires it; anything more would be a leak.
+    /// Wheel entries in use. The driver frees an entry when it fires it and
+    /// a future frees its own when dropped, so this equals `pending`; a
+    /// difference would be a leak.
     pub entries: usize,
-    /// Entries of sleeps dropped (or reset) before they fired and not yet
-    /// freed. A cancelled entry with others after it in its slot stays
-    /// linked, untouched, until its slot comes due or a sweep frees it with
-    /// the others, which saves the cancel half its cost; one last in its
-    /// slot is freed at once. A shard sweeps once at least 256 of its
-    /// entries and half its slab's capacity are dead, before its slab would
-    /// grow with a quarter of it dead, and whenever nothing is left pending
-    /// in it, so dead entries stay under half the slab (or 256).
-    pub dead_entries: usize,
     /// Levels the wheel has allocated (level 0 always; higher ones on
     /// demand); with shards, the most any shard's wheel has.
     pub levels: usize,

@@ -75,46 +75,6 @@ async fn dropping_a_pending_sleep_leaves_nothing() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_dropped_sleep_followed_in_its_slot_stays_dead_until_the_slot_comes() {
-    let timer = wheel::Timer::current();
-    let mut a = task::spawn(wheel::sleep(ms(100)));
-    let mut b = task::spawn(wheel::sleep(ms(100)));
-    let mut later = task::spawn(wheel::sleep(ms(500)));
-    for s in [&mut a, &mut b, &mut later] {
-        assert_pending!(s.poll());
-    }
-    drop(a);
-    let stats = timer.stats();
-    // Left linked, unwoken and unwakeable, until its slot is processed.
-    assert_eq!(
-        (
-            stats.pending,
-            stats.entries,
-            stats.dead_entries,
-            stats.cancelled
-        ),
-        (2, 3, 1, 1),
-        "{stats:?}"
-    );
-    time::advance(ms(100)).await;
-    assert!(b.is_woken());
-    assert_ready!(b.poll());
-    let stats = timer.stats();
-    assert_eq!(
-        (
-            stats.pending,
-            stats.entries,
-            stats.dead_entries,
-            stats.fired
-        ),
-        (1, 1, 0, 1),
-        "{stats:?}"
-    );
-    drop(later);
-    assert_eq!(timer.stats().entries, 0);
-}
-
-#[tokio::test(start_paused = true)]
 async fn reset_moves_a_registered_sleep_and_keeps_its_waker() {
     let start = Instant::now();
     let mut sleep = task::spawn(wheel::sleep(ms(100)));

@@ -164,38 +164,6 @@ fn loom_cancel_vs_fire() {
     });
 }
 
-/// Dropping a `Sleep` whose entry has another after it in its slot (so the
-/// wheel leaves it dead, `wheel/dead.rs`) while the driver fires that slot:
-/// the dropped one's task is never woken, the other's always is, and
-/// nothing is left behind.
-#[test]
-fn loom_dead_cancel_vs_fire() {
-    loom::model(|| {
-        let (timer, start) = manual();
-        let mut dropped = timer.sleep_until(start + ms(10));
-        let mut kept = timer.sleep_until(start + ms(10));
-        let (dropped_flag, dropped_waker) = flag();
-        let (kept_flag, kept_waker) = flag();
-        assert!(poll(&mut dropped, &dropped_waker).is_pending());
-        assert!(poll(&mut kept, &kept_waker).is_pending());
-
-        let advancer = timer.clone();
-        let advance = thread::spawn(move || advancer.advance_to(start + ms(10)));
-        drop(dropped);
-        advance.join().unwrap();
-
-        assert!(woken(&kept_flag), "the live sleep beside it was not woken");
-        assert!(poll(&mut kept, &kept_waker).is_ready());
-        let stats = timer.stats();
-        // Cancelled before the driver reached it, or fired (and woken)
-        // first: never both, never neither.
-        assert_eq!(stats.fired + stats.cancelled, 2, "{stats:?}");
-        assert_eq!(woken(&dropped_flag), stats.fired == 2, "{stats:?}");
-        assert_eq!(stats.dead_entries, 0, "{stats:?}");
-        assert_empty(&timer);
-    });
-}
-
 /// Resetting a `Sleep` to a later deadline while the driver fires the old
 /// one: it must not complete before the new deadline, and must complete
 /// (and wake) at it.

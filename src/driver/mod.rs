@@ -8,12 +8,10 @@
 //! own mutex. A wheel stores a [`Job`] per entry:
 //!
 //! - a `Sleep`'s entry holds its task's waker. The driver frees it when it
-//!   fires it (taking the waker to wake); the `Sleep` cancels it when it is
-//!   dropped or reset while still pending, which drops the waker at once and
-//!   frees the entry then or, if others follow it in its slot, leaves it
-//!   dead for the wheel to free (`wheel/dead.rs`). So dropping a `Sleep`
-//!   leaves nothing that can fire or hold its task, and a fired one holds no
-//!   slab slot while it waits to be polled.
+//!   fires it (taking the waker to wake); the `Sleep` frees it when it is
+//!   dropped or reset while still pending. So dropping a `Sleep` leaves
+//!   nothing behind, and a fired one holds no slab slot while it waits to be
+//!   polled.
 //! - a callback's entry holds the closure. The driver owns it: it removes the
 //!   entry when it fires (and runs the closure) or when its `TimerHandle`
 //!   cancels it. While a runtime timer has pending callbacks it holds a
@@ -646,14 +644,12 @@ impl Shared {
         shard.lock().wheel.value_mut(key).is_none()
     }
 
-    /// Cancels the entry of a `Sleep` that is dropped or reset before it
-    /// completed (the wheel frees it later, see `wheel/dead.rs`, and drops
-    /// its waker now); nothing if the driver has fired (and freed) it
-    /// meanwhile.
+    /// Frees the entry of a `Sleep` that is dropped or reset before it
+    /// completed; nothing if the driver has fired (and freed) it meanwhile.
     pub(crate) fn cancel(&self, key: Key) {
         let (shard, key) = self.locate(key);
         let mut inner = shard.lock();
-        let taken = inner.wheel.cancel(key);
+        let taken = inner.wheel.remove(key);
         if taken.is_some() {
             inner.cancelled += 1;
         }
@@ -765,7 +761,6 @@ impl Shared {
             let inner = shard.0.lock();
             stats.pending += inner.wheel.scheduled();
             stats.entries += inner.wheel.len();
-            stats.dead_entries += inner.wheel.dead();
             stats.levels = stats.levels.max(inner.wheel.levels());
             stats.fired += inner.fired;
             stats.cancelled += inner.cancelled;

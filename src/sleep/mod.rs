@@ -78,9 +78,7 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 /// `&mut` without pinning, and it is small: a deadline, a timer handle and
 /// an entry key.
 ///
-/// Dropping a pending `Sleep` cancels its entry: the waker is dropped at
-/// once, and the entry is freed then or soon after (see
-/// [`Stats::dead_entries`](crate::Stats::dead_entries)).
+/// Dropping a pending `Sleep` removes its entry from the wheel.
 ///
 /// A waker that panics when the timer wakes it does not disturb the timer:
 /// the panic is caught there, and every other sleep is still woken.

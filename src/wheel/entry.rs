@@ -13,20 +13,10 @@ pub(crate) const NIL: u32 = u32::MAX;
 pub(crate) enum Place {
     /// In slot `slot` of level `level`.
     Level { level: u8, slot: u16 },
-    /// Cancelled, but still linked in slot `slot` of level `level`: freed
-    /// when that slot is processed or by a sweep (see `dead.rs`).
-    Dead { level: u8, slot: u16 },
     /// Expired, waiting in the due list to be handed out by `pop_expired`.
     Due,
     /// In no list: expired and handed out, or never scheduled.
     Unlinked,
-}
-
-impl<T> Entry<T> {
-    /// Whether the entry was cancelled and left linked (`dead.rs`).
-    pub(crate) fn is_dead(&self) -> bool {
-        matches!(self.place, Place::Dead { .. })
-    }
 }
 
 /// One timer in the wheel's slab.

@@ -50,9 +50,6 @@ impl<T> Wheel<T> {
     /// is kept too: it goes to the due list, and the next `pop_expired`
     /// hands it out (after the entries already due).
     pub(crate) fn insert(&mut self, deadline: u64, value: T) -> Key {
-        if self.should_sweep_before_insert() {
-            self.sweep();
-        }
         let generation = self.next_generation;
         self.next_generation = generation.wrapping_add(1);
         let index = u32::try_from(self.entries.vacant_key())
@@ -95,7 +92,6 @@ impl<T> Wheel<T> {
     /// does the generation counter, so every key handed out so far is stale.
     pub(crate) fn clear(&mut self) {
         self.entries.clear();
-        self.dead = 0;
         let slots = 1 << self.bits;
         self.levels.clear();
         self.levels.push(Level::new(slots));
@@ -116,7 +112,6 @@ impl<T> Wheel<T> {
                 let (level, slot) = self.next_slot()?;
                 let list = self.levels[level].slot(slot);
                 let mut best = list.head()?;
-                debug_assert_eq!(self.dead, 0, "a keyed queue never cancels");
                 let mut at = self.entries[best as usize].next;
                 while at != NIL {
                     let entry = &self.entries[at as usize];

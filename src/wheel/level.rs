@@ -82,18 +82,6 @@ impl Level {
         &self.slots[slot]
     }
 
-    /// Empties every slot (the entries are the caller's to relink),
-    /// visiting only the occupied ones.
-    pub(super) fn clear(&mut self) {
-        for (w, word) in self.occupied.iter_mut().enumerate() {
-            while *word != 0 {
-                let bit = word.trailing_zeros() as usize;
-                self.slots[w * 64 + bit] = List::EMPTY;
-                *word &= *word - 1;
-            }
-        }
-    }
-
     pub(super) fn set_occupied(&mut self, slot: usize) {
         self.occupied[slot / 64] |= 1 << (slot % 64);
     }

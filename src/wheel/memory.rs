@@ -14,9 +14,7 @@
 //!
 //! # When
 //!
-//! After a removal, or a cancel that leaves the entry dead (`dead.rs`;
-//! dead entries count as removed here, and a trim frees them first), if the
-//! slab holds more than `trim_floor` entries
+//! After a removal, if the slab holds more than `trim_floor` entries
 //! ([`TRIM_FLOOR`] outside tests) and either
 //!
 //! - the wheel is now empty, or
@@ -106,8 +104,7 @@ impl<T> Wheel<T> {
         // Both rules need `live < capacity / 4` or `live == 0`; this is the
         // negation of their union in one comparison (a quarter of 0 to 3
         // slots is 0, and then only `live == 0` is left).
-        // Dead entries (`dead.rs`) were counted as removed when cancelled.
-        let live = self.entries.len() - self.dead;
+        let live = self.entries.len();
         if live > (capacity / 4).saturating_sub(1) {
             return;
         }
@@ -125,13 +122,11 @@ impl<T> Wheel<T> {
             // Only a vacant tail can be released. When a live entry sits in
             // the top half (timers cancelled oldest first), trimming would
             // walk the whole slab to free little: wait for the next round.
-            // Finding the last live entry walks only the vacant and dead
-            // tail (the dead ones are freed by the trim).
+            // Finding the last live entry walks only the vacant tail.
             let end = self
                 .entries
                 .iter()
-                .rev()
-                .find(|(_, entry)| !entry.is_dead())
+                .next_back()
                 .map_or(0, |(index, _)| index + 1);
             #[cfg(test)]
             {
@@ -145,13 +140,10 @@ impl<T> Wheel<T> {
         }
     }
 
-    /// Frees the dead entries, releases the slab's vacant tail, rebuilds
-    /// its free list in ascending order, and frees trailing empty levels.
+    /// Releases the slab's vacant tail, rebuilds its free list in ascending
+    /// order, and frees trailing empty levels.
     fn trim(&mut self) {
         self.removals_since_trim = 0;
-        if self.dead > 0 {
-            self.sweep();
-        }
         #[cfg(test)]
         {
             self.trims += 1;

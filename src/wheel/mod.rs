@@ -27,7 +27,6 @@
 //! list if its deadline is that very tick). Empty slots are never visited:
 //! the occupancy bitmaps find the next one directly.
 
-mod dead;
 mod entry;
 mod keyed;
 mod level;
@@ -97,10 +96,8 @@ pub struct Wheel<T> {
     due: List,
     elapsed: u64,
     bits: u32,
-    /// Entries in a slot or the due list, not counting dead ones.
+    /// Entries in a slot or the due list.
     scheduled: usize,
-    /// Cancelled entries still linked in a slot; see `dead.rs`.
-    dead: usize,
     /// Generations come from this wheel-wide counter, never from a slot, so
     /// trimming the slab's vacant tail cannot make a stale key valid again.
     next_generation: u32,
@@ -119,9 +116,6 @@ pub struct Wheel<T> {
     /// How many times the slab was trimmed; tests check the amortisation.
     #[cfg(test)]
     trims: u64,
-    /// How many times dead entries were swept.
-    #[cfg(test)]
-    sweeps: u64,
     /// How many times a live wheel checked whether a trim would pay.
     #[cfg(test)]
     trim_checks: u64,
@@ -151,7 +145,6 @@ impl<T> Wheel<T> {
             elapsed: 0,
             bits: slots_per_level.trailing_zeros(),
             scheduled: 0,
-            dead: 0,
             next_generation: 0,
             removals_since_trim: 0,
             trim_floor,
@@ -161,8 +154,6 @@ impl<T> Wheel<T> {
             lazy_resets: false,
             #[cfg(test)]
             trims: 0,
-            #[cfg(test)]
-            sweeps: 0,
             #[cfg(test)]
             trim_checks: 0,
         }
@@ -206,7 +197,6 @@ impl<T> Wheel<T> {
         self.delist(key.index, place, prev, next);
         let value = self.entries.remove(key.index as usize).value;
         self.note_removal();
-        self.sweep_if_only_dead();
         Some(value)
     }
 
@@ -286,7 +276,7 @@ impl<T> Wheel<T> {
     {
         self.entries
             .iter_mut()
-            .filter(|(_, e)| matches!(e.place, Place::Level { .. } | Place::Due))
+            .filter(|(_, e)| e.place != Place::Unlinked)
             .map(|(_, e)| std::mem::take(&mut e.value))
             .collect()
     }
@@ -311,7 +301,6 @@ impl<T> Wheel<T> {
         loop {
             if let Some(index) = self.due.pop_front(&mut self.entries) {
                 self.scheduled -= 1;
-                self.sweep_if_only_dead();
                 let entry = &mut self.entries[index as usize];
                 debug_assert!(entry.deadline <= self.elapsed && entry.deadline <= now);
                 entry.place = Place::Unlinked;
@@ -383,12 +372,6 @@ impl<T> Wheel<T> {
         while let Some(index) = at {
             let entry = &self.entries[index as usize];
             at = Some(entry.next).filter(|&next| next != NIL);
-            if entry.is_dead() {
-                // Counted as a removal when it was cancelled.
-                self.entries.remove(index as usize);
-                self.dead -= 1;
-                continue;
-            }
             let deadline = entry.deadline;
             // Still counted in `scheduled`; `link` counts it again.
             self.scheduled -= 1;
@@ -468,19 +451,16 @@ impl<T> Wheel<T> {
                     self.occupied_levels &= !(1 << level);
                 }
             }
-            // Lookups skip dead entries, so no key reaches one.
-            Place::Dead { .. } => unreachable!("delist of a dead entry"),
         }
         self.scheduled -= 1;
     }
 
-    /// The entry `key` names, if the key is current: a dead entry's key is
-    /// stale, though it is still in the slab.
+    /// The entry `key` names, if the key is current.
     #[inline]
     fn entry(&self, key: Key) -> Option<&Entry<T>> {
         self.entries
             .get(key.index as usize)
-            .filter(|entry| entry.generation == key.generation && !entry.is_dead())
+            .filter(|entry| entry.generation == key.generation)
     }
 
     /// See [`entry`](Wheel::entry).
@@ -488,14 +468,13 @@ impl<T> Wheel<T> {
     fn entry_mut(&mut self, key: Key) -> Option<&mut Entry<T>> {
         self.entries
             .get_mut(key.index as usize)
-            .filter(|entry| entry.generation == key.generation && !entry.is_dead())
+            .filter(|entry| entry.generation == key.generation)
     }
 
     /// Checks every structural invariant; for tests.
     #[cfg(test)]
     pub(crate) fn assert_invariants(&self) {
         let mut seen = 0;
-        let mut dead = 0;
         for (l, level) in self.levels.iter().enumerate() {
             assert_eq!(
                 self.occupied_levels & (1 << l) != 0,
@@ -510,12 +489,13 @@ impl<T> Wheel<T> {
                 );
                 for index in list.keys(&self.entries) {
                     let e = &self.entries[index as usize];
-                    let (level, slot) = (l as u8, s as u16);
-                    if e.place == (Place::Dead { level, slot }) {
-                        dead += 1;
-                        continue;
-                    }
-                    assert_eq!(e.place, Place::Level { level, slot });
+                    assert_eq!(
+                        e.place,
+                        Place::Level {
+                            level: l as u8,
+                            slot: s as u16
+                        }
+                    );
                     assert!(
                         e.deadline > self.elapsed,
                         "scheduled entry at {} but elapsed is {}",
@@ -551,15 +531,6 @@ impl<T> Wheel<T> {
             seen += 1;
         }
         assert_eq!(seen, self.scheduled, "scheduled count drifted");
-        assert_eq!(dead, self.dead, "dead count drifted");
-        assert_eq!(
-            self.entries
-                .iter()
-                .filter(|(_, e)| matches!(e.place, Place::Dead { .. }))
-                .count(),
-            dead,
-            "a dead entry is in no slot"
-        );
     }
 }
 

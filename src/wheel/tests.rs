@@ -448,9 +448,6 @@ enum Op {
     Insert(u64),
     /// Removes live entry `i % live`, scheduled or fired.
     Remove(usize),
-    /// Cancels live entry `i % live`, scheduled or fired: the driver's
-    /// way, which may leave it dead (`dead.rs`).
-    Cancel(usize),
     /// Moves live entry `i % live`, scheduled or fired, `d` ticks from now.
     Reset(usize, u64),
     /// Advances `d` ticks; fired entries are freed at once if `collect`,
@@ -475,7 +472,6 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         4 => delay().prop_map(Op::Insert),
         2 => any::<usize>().prop_map(Op::Remove),
-        2 => any::<usize>().prop_map(Op::Cancel),
         2 => (any::<usize>(), delay()).prop_map(|(i, d)| Op::Reset(i, d)),
         3 => (delay(), prop::bool::weighted(0.7)).prop_map(|(d, c)| Op::Advance(d, c)),
         1 => any::<usize>().prop_map(Op::Stale),
@@ -533,12 +529,6 @@ fn run_model(slots: usize, trim_floor: usize, ops: &[Op]) {
                 let e = live.swap_remove(i % live.len());
                 assert_eq!(wheel.is_scheduled(e.key), Some(!e.fired));
                 assert_eq!(wheel.remove(e.key), Some(e.id));
-                assert_eq!(reference.remove(&(e.deadline, e.id)).is_some(), !e.fired);
-                dead.push(e.key);
-            }
-            Op::Cancel(i) if !live.is_empty() => {
-                let e = live.swap_remove(i % live.len());
-                assert_eq!(wheel.cancel(e.key), Some(e.id));
                 assert_eq!(reference.remove(&(e.deadline, e.id)).is_some(), !e.fired);
                 dead.push(e.key);
             }
@@ -612,10 +602,7 @@ fn run_model(slots: usize, trim_floor: usize, ops: &[Op]) {
         }
         wheel.assert_invariants();
         assert_eq!(wheel.scheduled(), reference.len());
-        assert_eq!(wheel.len(), live.len() + wheel.dead());
-        if wheel.scheduled() == 0 {
-            assert_eq!(wheel.dead(), 0, "nothing pending, yet dead entries kept");
-        }
+        assert_eq!(wheel.len(), live.len());
         match reference.keys().next() {
             None => assert_eq!(wheel.next_expiration(), None),
             Some(&(earliest, _)) => {
