@@ -31,11 +31,12 @@ use support::Size;
 type Workload = fn(&Config);
 
 /// The workloads, in the order they run.
-const WORKLOADS: [(&str, Workload); 9] = [
+const WORKLOADS: [(&str, Workload); 10] = [
     ("timeout_ready", micro::timeout_ready),
     ("churn", micro::churn),
     ("timeout_yield", micro::timeout_yield),
     ("pending_1m", pending::pending_1m),
+    ("steady_100k", pending::steady_100k),
     ("reset", micro::reset),
     ("repoll", micro::repoll),
     ("fire_200k", fire::fire_200k),

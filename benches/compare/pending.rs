@@ -1,5 +1,6 @@
 //! The workloads with many pending timers: `pending_1m` (insert, memory,
-//! cancel) and `scaling` (churn cost as the pending set grows).
+//! cancel), `steady_100k` (a server's timeouts, replaced at random) and
+//! `scaling` (churn cost as the pending set grows).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -22,6 +23,9 @@ const PENDING_N: usize = 1_000_000;
 /// one only at full size (it takes ~1-2 GB and tens of seconds per side).
 const SCALING_PENDING: [usize; 3] = [1_000, 100_000, 10_000_000];
 const SCALING_CHURN_N: usize = 200_000;
+/// `steady_100k`: timers kept pending, and how many are replaced.
+const STEADY_LIVE: usize = 100_000;
+const STEADY_OPS: usize = 1_000_000;
 
 /// Pending timers spread over 1 s to 1 h: what a server's idle and request
 /// timeouts look like, and enough to fill four levels of the wheel.
@@ -171,15 +175,110 @@ fn insert_all<T: Side>(
     durations: &[Duration],
 ) {
     for (slot, &d) in held.iter_mut().zip(durations) {
-        let mut sleep = Box::pin(T::sleep(d));
-        assert!(sleep.as_mut().poll(cx).is_pending());
-        *slot = Some(sleep);
+        *slot = Some(registered::<T>(cx, d));
     }
 }
 
 /// `churn` with 10^3, 10^5 and 10^7 other timers pending. One run grows the
 /// pending set from one size to the next and times churn at each, so it
 /// builds 10^7 timers once per run rather than three times.
+/// What one `steady_100k` measurement reports.
+#[derive(Debug)]
+pub(crate) struct SteadyOut {
+    replace_ns: f64,
+    longest_us: f64,
+}
+
+/// A server's timeouts in a steady state: 100,000 sleeps pending, 30 to 31 s
+/// out, and each operation registers a new one and drops one of the pending
+/// ones at random (a request's timeout set, another's dropped when its
+/// response came). Drops come from anywhere in the wheel's lists, unlike
+/// `pending_1m`'s, which come in the order the sleeps were made. Reports ns
+/// per operation, and the longest single operation in a second pass that
+/// times each one: a timer that stops the world now and then shows there.
+pub(crate) fn steady_100k(cfg: &Config) {
+    let live = cfg.size.of(STEADY_LIVE, 1000);
+    let ops = cfg.size.of(STEADY_OPS, 1000);
+    let runs = alternate(
+        cfg.heavy_runs,
+        cfg.sides,
+        || steady_run::<Tokio>(live, ops),
+        || steady_run::<Wheel>(live, ops),
+    );
+    let name = label("steady_100k", live, STEADY_LIVE);
+    Row::median(format!("{name}: replace one"), "ns/op", &runs, |r| {
+        r.replace_ns
+    })
+    .print();
+    Row::median(format!("{name}: longest op"), "µs", &runs, |r| {
+        r.longest_us
+    })
+    .print();
+}
+
+fn steady_run<T: Side>(live: usize, ops: usize) -> SteadyOut {
+    let rt = current_thread();
+    block_on_unconstrained(&rt, async {
+        let mut rng = Rng::new(0x57ead);
+        let mut picks = Rng::new(0x91c5);
+        let mut held: Vec<Pin<Box<T::Sleep>>> = Vec::with_capacity(live);
+        with_context(|cx| {
+            while held.len() < live {
+                held.push(registered::<T>(cx, steady_delay(&mut rng)));
+            }
+        })
+        .await;
+        let delays: Vec<Duration> = (0..ops).map(|_| steady_delay(&mut rng)).collect();
+        let slots: Vec<usize> = (0..ops)
+            .map(|_| picks.between(0, live as u64 - 1) as usize)
+            .collect();
+        // Warm-up, then the timed pass, then the pass that times each op.
+        with_context(|cx| replace_loop::<T>(cx, &mut held, &delays[..ops / 10], &slots)).await;
+        let start = std::time::Instant::now();
+        with_context(|cx| replace_loop::<T>(cx, &mut held, &delays, &slots)).await;
+        let replace_ns = start.elapsed().as_nanos() as f64 / ops as f64;
+        let mut longest = std::time::Duration::ZERO;
+        with_context(|cx| {
+            for (&delay, &slot) in delays.iter().zip(&slots) {
+                let start = std::time::Instant::now();
+                held[slot] = registered::<T>(cx, delay);
+                longest = longest.max(start.elapsed());
+            }
+        })
+        .await;
+        assert_eq!(T::pending().unwrap_or(live), live, "steady_100k: drifted");
+        SteadyOut {
+            replace_ns,
+            longest_us: longest.as_secs_f64() * 1e6,
+        }
+    })
+}
+
+fn steady_delay(rng: &mut Rng) -> Duration {
+    random_duration(rng, Duration::from_secs(30), Duration::from_secs(31))
+}
+
+/// A boxed sleep `delay` out, polled once so that it is registered.
+fn registered<T: Side>(cx: &mut Context<'_>, delay: Duration) -> Pin<Box<T::Sleep>> {
+    let mut sleep = Box::pin(T::sleep(delay));
+    assert!(sleep.as_mut().poll(cx).is_pending());
+    sleep
+}
+
+/// Registers a sleep per delay, each replacing (and so dropping) the held
+/// one at the matching slot.
+#[inline(never)]
+fn replace_loop<T: Side>(
+    cx: &mut Context<'_>,
+    held: &mut [Pin<Box<T::Sleep>>],
+    delays: &[Duration],
+    slots: &[usize],
+) {
+    for (&delay, &slot) in delays.iter().zip(slots) {
+        held[slot] = registered::<T>(cx, delay);
+    }
+}
+
 pub(crate) fn scaling(cfg: &Config) {
     let sizes: Vec<usize> = SCALING_PENDING
         .into_iter()
@@ -217,9 +316,7 @@ fn scaling_run<T: Side>(sizes: &[usize], durations: &[Duration]) -> Vec<f64> {
         for &k in sizes {
             with_context(|cx| {
                 while background.len() < k {
-                    let mut sleep = Box::pin(T::sleep(spread(&mut rng)));
-                    assert!(sleep.as_mut().poll(cx).is_pending());
-                    background.push(sleep);
+                    background.push(registered::<T>(cx, spread(&mut rng)));
                 }
             })
             .await;
