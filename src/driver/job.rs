@@ -51,6 +51,11 @@ pub(crate) fn is_no_waker(waker: &Waker) -> bool {
     waker.will_wake(Waker::noop())
 }
 
+/// The waker a `Sleep`'s job held, if it is one worth waking.
+pub(crate) fn held_waker(waker: Waker) -> Option<Waker> {
+    (!is_no_waker(&waker)).then_some(waker)
+}
+
 impl std::fmt::Debug for Job {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

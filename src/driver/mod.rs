@@ -165,7 +165,9 @@ use std::task::{Context, Poll, Wake, Waker};
 use tokio::time::Instant;
 
 pub(crate) use clock::Clock;
-use job::{is_no_waker, Batch, Callback, CallbackState, Fire, Job, CANCELLED, EXPIRED, PENDING};
+use job::{
+    held_waker, is_no_waker, Batch, Callback, CallbackState, Fire, Job, CANCELLED, EXPIRED, PENDING,
+};
 pub(crate) use sentinel::Sentinel;
 
 use crate::error::Error;
@@ -337,7 +339,7 @@ impl Inner {
     fn take_fire(&mut self, job: Job) -> (Option<Fire>, bool) {
         self.fired += 1;
         match job {
-            Job::Wake(waker) => ((!is_no_waker(&waker)).then_some(Fire::Wake(waker)), false),
+            Job::Wake(waker) => (held_waker(waker).map(Fire::Wake), false),
             Job::Call(callback) => {
                 callback.state.set_phase(EXPIRED);
                 (Some(Fire::Call(callback.run)), true)
@@ -1016,9 +1018,7 @@ impl Shared {
                 match job {
                     Job::Wake(waker) => {
                         leftovers.sleeps += 1;
-                        if !is_no_waker(&waker) {
-                            wakers.push(waker);
-                        }
+                        wakers.extend(held_waker(waker));
                     }
                     Job::Call(callback) => {
                         callback.state.set_phase(CANCELLED);
