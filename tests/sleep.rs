@@ -74,6 +74,36 @@ async fn dropping_a_pending_sleep_leaves_nothing() {
     );
 }
 
+/// A waker that only counts the tasks holding it (through its `Arc`).
+struct Counted;
+
+impl std::task::Wake for Counted {
+    fn wake(self: std::sync::Arc<Self>) {}
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_a_pending_sleep_lets_go_of_its_waker_at_once() {
+    // One deadline, so each entry has neighbours in its slot, and the older
+    // half dropped first, long after they were made: the wheel may free
+    // those entries later, in a batch, but the waker (a task, in real use)
+    // and the count of pending timers go now.
+    let counted = std::sync::Arc::new(Counted);
+    let waker = std::task::Waker::from(counted.clone());
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut sleeps: std::collections::VecDeque<_> =
+        (0..1000).map(|_| Box::pin(wheel::sleep(ms(50)))).collect();
+    for s in &mut sleeps {
+        assert!(s.as_mut().poll(&mut cx).is_pending());
+    }
+    let held = std::sync::Arc::strong_count(&counted);
+    assert_eq!(held, 1002, "the test's two handles and one per entry");
+    for n in 1..=500 {
+        drop(sleeps.pop_front());
+        assert_eq!(std::sync::Arc::strong_count(&counted), held - n);
+        assert_eq!(wheel::Timer::current().stats().pending, 1000 - n);
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn reset_moves_a_registered_sleep_and_keeps_its_waker() {
     let start = Instant::now();

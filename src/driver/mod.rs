@@ -8,10 +8,11 @@
 //! own mutex. A wheel stores a [`Job`] per entry:
 //!
 //! - a `Sleep`'s entry holds its task's waker. The driver frees it when it
-//!   fires it (taking the waker to wake); the `Sleep` frees it when it is
-//!   dropped or reset while still pending. So dropping a `Sleep` leaves
-//!   nothing behind, and a fired one holds no slab slot while it waits to be
-//!   polled.
+//!   fires it (taking the waker to wake); the `Sleep` cancels it when it is
+//!   dropped or reset while still pending, taking the waker out at once and
+//!   leaving the entry to be freed with a batch of others (at most 128, see
+//!   `wheel/discard.rs`). So dropping a `Sleep` leaves nothing behind for
+//!   long, and a fired one holds no slab slot while it waits to be polled.
 //! - a callback's entry holds the closure. The driver owns it: it removes the
 //!   entry when it fires (and runs the closure) or when its `TimerHandle`
 //!   cancels it. While a runtime timer has pending callbacks it holds a
@@ -322,16 +323,25 @@ impl Inner {
     }
 
     /// Refuses new work on a shut-down or full timer (or shard).
-    fn admit(&self, max_pending: usize, shard_capacity: usize) -> Result<(), Error> {
+    fn admit(&mut self, max_pending: usize, shard_capacity: usize) -> Result<(), Error> {
         if self.shut_down {
             Err(Error::shut_down())
         } else if self.wheel.scheduled() >= max_pending {
             Err(Error::at_capacity(max_pending))
-        } else if self.wheel.len() >= shard_capacity {
+        } else if self.wheel.len() >= shard_capacity && self.full_after_flush(shard_capacity) {
             Err(Error::at_capacity(shard_capacity))
         } else {
             Ok(())
         }
+    }
+
+    /// Whether the slab is still full once discarded entries are freed:
+    /// they hold slab indices until flushed, and must not make a shard
+    /// refuse work it has room for.
+    #[cold]
+    fn full_after_flush(&mut self, shard_capacity: usize) -> bool {
+        self.wheel.flush_discarded();
+        self.wheel.len() >= shard_capacity
     }
 
     /// What a fired entry's job must do, counting it; `true` with a
@@ -646,12 +656,14 @@ impl Shared {
         shard.lock().wheel.value_mut(key).is_none()
     }
 
-    /// Frees the entry of a `Sleep` that is dropped or reset before it
+    /// Cancels the entry of a `Sleep` that is dropped or reset before it
     /// completed; nothing if the driver has fired (and freed) it meanwhile.
+    /// The waker goes now; the entry is freed with a batch of others (see
+    /// `wheel/discard.rs`).
     pub(crate) fn cancel(&self, key: Key) {
         let (shard, key) = self.locate(key);
         let mut inner = shard.lock();
-        let taken = inner.wheel.remove(key);
+        let taken = inner.wheel.discard(key);
         if taken.is_some() {
             inner.cancelled += 1;
         }
@@ -760,7 +772,10 @@ impl Shared {
     pub(crate) fn stats(&self) -> Stats {
         let mut stats = Stats::default();
         for shard in self.shards.iter() {
-            let inner = shard.0.lock();
+            let mut inner = shard.0.lock();
+            // Entries discarded and not yet flushed are no longer in use:
+            // free them, so that `entries` (and the slab) show it.
+            inner.wheel.flush_discarded();
             stats.pending += inner.wheel.scheduled();
             stats.entries += inner.wheel.len();
             stats.levels = stats.levels.max(inner.wheel.levels());

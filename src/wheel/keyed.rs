@@ -14,7 +14,7 @@
 use super::entry::{Entry, NIL};
 use super::level::{slot_for, Level};
 use super::list::List;
-use super::{Key, Wheel};
+use super::{discard, Key, Wheel};
 use slab::Slab;
 
 impl<T> Wheel<T> {
@@ -51,7 +51,10 @@ impl<T> Wheel<T> {
     /// hands it out (after the entries already due).
     pub(crate) fn insert(&mut self, deadline: u64, value: T) -> Key {
         let generation = self.next_generation;
-        self.next_generation = generation.wrapping_add(1);
+        self.next_generation = match generation.wrapping_add(1) {
+            discard::DISCARDED => 0,
+            next => next,
+        };
         let index = u32::try_from(self.entries.vacant_key())
             .ok()
             .filter(|&i| i != NIL)
@@ -98,6 +101,7 @@ impl<T> Wheel<T> {
         self.occupied_levels = 0;
         self.due = List::EMPTY;
         self.scheduled = 0;
+        self.discarded.clear();
     }
 
     /// The scheduled entry `pop_expired` hands out first once its tick has
@@ -106,6 +110,10 @@ impl<T> Wheel<T> {
     /// deadlines; among equal deadlines, the first in the slot). O(entries in
     /// that slot).
     pub(crate) fn peek(&self) -> Option<Key> {
+        debug_assert!(
+            self.discarded.is_empty(),
+            "peek would walk discarded entries"
+        );
         let index = match self.due.head() {
             Some(index) => index,
             None => {

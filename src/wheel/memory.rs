@@ -14,7 +14,8 @@
 //!
 //! # When
 //!
-//! After a removal, if the slab holds more than `trim_floor` entries
+//! After a removal (after the last of a flush of discarded entries, which
+//! counts them all), if the slab holds more than `trim_floor` entries
 //! ([`TRIM_FLOOR`] outside tests) and either
 //!
 //! - the wheel is now empty, or
@@ -62,8 +63,8 @@
 //! Truncating the slab forgets its vacant slots, which is harmless because
 //! an entry's generation comes from the wheel-wide `next_generation`
 //! counter, not from the slot: an index that is truncated and later handed
-//! out again gets a generation that no key from the last 2^32 insertions
-//! carried, so a stale key never matches the new entry. (A per-slot
+//! out again gets a generation that no key from the last 2^32 - 1
+//! insertions carried (one value marks discarded entries), so a stale key never matches the new entry. (A per-slot
 //! generation, kept in the vacant slot, would be lost with the tail and
 //! restart, and a stale key could then match.)
 
@@ -96,7 +97,15 @@ impl<T> Wheel<T> {
     /// above it; the rest of the policy is in [`Wheel::consider_trim`].
     #[inline]
     pub(super) fn note_removal(&mut self) {
-        self.removals_since_trim += 1;
+        self.note_removals(1);
+    }
+
+    /// [`note_removal`](Wheel::note_removal) for `n` removals at once, as a
+    /// flush of discarded entries makes: looking once they are all gone
+    /// sees the slab's top as it is, not held up by entries about to go.
+    #[inline]
+    pub(super) fn note_removals(&mut self, n: usize) {
+        self.removals_since_trim += n;
         let capacity = self.entries.capacity();
         if capacity <= self.trim_floor {
             return;

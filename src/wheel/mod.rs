@@ -13,7 +13,9 @@
 //! the value is taken); the driver uses `pop_expired_value`, which frees it
 //! at once. The generation in [`Key`] guards the handles that outlive their
 //! entries: a lookup with a stale key finds nothing, unless a multiple of
-//! 2^32 insertions came between (see `memory.rs`).
+//! 2^32 insertions came between (see `memory.rs`). The driver cancels with
+//! `discard`, which marks an entry and unlinks it later with a batch of
+//! others (see `discard.rs`).
 //!
 //! # Advancing
 //!
@@ -27,6 +29,7 @@
 //! list if its deadline is that very tick). Empty slots are never visited:
 //! the occupancy bitmaps find the next one directly.
 
+mod discard;
 mod entry;
 mod keyed;
 mod level;
@@ -96,8 +99,10 @@ pub struct Wheel<T> {
     due: List,
     elapsed: u64,
     bits: u32,
-    /// Entries in a slot or the due list.
+    /// Entries in a slot or the due list, discarded ones included.
     scheduled: usize,
+    /// Entries discarded and still linked; see `discard.rs`.
+    discarded: Vec<u32>,
     /// Generations come from this wheel-wide counter, never from a slot, so
     /// trimming the slab's vacant tail cannot make a stale key valid again.
     next_generation: u32,
@@ -145,6 +150,7 @@ impl<T> Wheel<T> {
             elapsed: 0,
             bits: slots_per_level.trailing_zeros(),
             scheduled: 0,
+            discarded: Vec::new(),
             next_generation: 0,
             removals_since_trim: 0,
             trim_floor,
@@ -164,12 +170,14 @@ impl<T> Wheel<T> {
         self.elapsed
     }
 
-    /// Entries scheduled and not yet handed out by `pop_expired`.
+    /// Entries scheduled and not yet handed out by `pop_expired` (nor
+    /// discarded).
     pub fn scheduled(&self) -> usize {
-        self.scheduled
+        self.scheduled - self.discarded.len()
     }
 
-    /// Entries in the slab, including expired ones their owner has not freed.
+    /// Entries in the slab, including expired ones their owner has not freed
+    /// and discarded ones not yet flushed.
     pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }
@@ -274,6 +282,7 @@ impl<T> Wheel<T> {
     where
         T: Default,
     {
+        self.flush_discarded();
         self.entries
             .iter_mut()
             .filter(|(_, e)| e.place != Place::Unlinked)
@@ -283,7 +292,9 @@ impl<T> Wheel<T> {
 
     /// The earliest tick at which `pop_expired` has work: an entry's deadline,
     /// or the start of a higher-level slot whose entries must cascade.
-    /// `None` when nothing is scheduled.
+    /// `None` when nothing is scheduled. Discarded entries not yet flushed
+    /// still hold their slots, so it may name one of theirs: a look too
+    /// early, never one too late.
     pub fn next_expiration(&self) -> Option<u64> {
         if !self.due.is_empty() {
             return Some(self.elapsed);
@@ -298,6 +309,9 @@ impl<T> Wheel<T> {
     /// order, unlinking it (it stays in the slab, [`Place::Unlinked`]).
     /// When none is left, moves `elapsed` to `now` and returns `None`.
     pub fn pop_expired(&mut self, now: u64) -> Option<Key> {
+        if !self.discarded.is_empty() {
+            self.flush_discarded();
+        }
         loop {
             if let Some(index) = self.due.pop_front(&mut self.entries) {
                 self.scheduled -= 1;
@@ -531,6 +545,28 @@ impl<T> Wheel<T> {
             seen += 1;
         }
         assert_eq!(seen, self.scheduled, "scheduled count drifted");
+        assert!(
+            self.discarded.len() < discard::BATCH,
+            "a full batch was not flushed"
+        );
+        for &index in &self.discarded {
+            let e = &self.entries[index as usize];
+            assert_eq!(e.generation, discard::DISCARDED, "entry {index}");
+            assert_ne!(
+                e.place,
+                Place::Unlinked,
+                "discarded entry {index} is unlinked"
+            );
+        }
+        let marked = self
+            .entries
+            .iter()
+            .filter(|(_, e)| e.generation == discard::DISCARDED);
+        assert_eq!(
+            marked.count(),
+            self.discarded.len(),
+            "a discarded entry was lost"
+        );
     }
 }
 

@@ -1,0 +1,223 @@
+//! Cancelling in batches: [`Wheel::discard`] and [`Wheel::flush_discarded`].
+//!
+//! Unlinking an entry writes its two neighbours, which in a big wheel are
+//! cache misses anywhere in the slab. The driver cancels under a lock, and
+//! on x86 a lock's atomic instructions wait for every earlier memory access,
+//! so cancelling one entry after another pays those misses one after the
+//! other. `discard` therefore takes the value out and only *marks* the
+//! entry: its generation becomes [`DISCARDED`], which no key carries, so
+//! every lookup misses it from then on, and its index goes on a short list.
+//! Once [`BATCH`] have gathered they are unlinked and freed together, with
+//! no atomic instruction between them, after a first pass that only reads
+//! their neighbours, so that the processor has many of those misses in
+//! flight at once. An entry with no neighbour is removed at once: there is
+//! nothing to miss on. So is one inserted within the last [`RECENT`]
+//! insertions: a timer created and cancelled straight away (a timeout
+//! around a future that was nearly ready) finds its neighbours in cache,
+//! written by its own insertion, and batching would only add work.
+//!
+//! A discarded entry is still linked: it keeps its slot's occupancy bit
+//! and its place in the raw `scheduled` count, which [`Wheel::scheduled`]
+//! corrects for. Nothing may walk a list while one is there, so
+//! [`Wheel::pop_expired`] flushes first, and so does shutdown's
+//! `take_scheduled_values`; `DelayQueue`'s wheel never discards. A flush is
+//! at most `BATCH` unlinks, so, unlike leaving dead entries until their slot
+//! comes due (measured and not kept, see the README), it never holds the
+//! lock for long and never lets them pile up in the slab.
+
+use super::entry::NIL;
+use super::{Key, Place, Wheel};
+
+/// How many discarded entries wait for one flush: enough that their misses
+/// overlap, few enough that a flush in which every neighbour misses takes a
+/// few µs. Tests use a handful, so that flushes happen all the time.
+#[cfg(not(test))]
+pub(super) const BATCH: usize = 128;
+#[cfg(test)]
+pub(super) const BATCH: usize = 4;
+
+/// An entry inserted within this many insertions is removed at once: what
+/// its insertion touched is still in cache. (Generations count insertions.)
+/// In tests only the very last one is, so most discards are batched.
+#[cfg(not(test))]
+const RECENT: u32 = 64;
+#[cfg(test)]
+const RECENT: u32 = 1;
+
+/// The generation of a discarded entry. [`Wheel::insert`] never hands it
+/// out, so no key matches it.
+pub(super) const DISCARDED: u32 = u32::MAX;
+
+impl<T: Default> Wheel<T> {
+    /// Cancels the entry, scheduled or expired, and returns its value, as
+    /// [`remove`] does, but may leave the unlinking for a later flush; `None`
+    /// if the key is stale. The key is stale from here on.
+    ///
+    /// [`remove`]: Wheel::remove
+    pub(crate) fn discard(&mut self, key: Key) -> Option<T> {
+        // Inserted in the last few insertions: its neighbours (and it) were
+        // written then and are still in cache.
+        let recent = self.next_generation.wrapping_sub(key.generation) <= RECENT;
+        let entry = self.entry_mut(key)?;
+        // Both links NIL: alone in its list, or in none (unlinked).
+        if recent || entry.prev & entry.next == NIL {
+            return Some(self.remove_now(key.index));
+        }
+        entry.generation = DISCARDED;
+        let value = std::mem::take(&mut entry.value);
+        self.discarded.push(key.index);
+        if self.discarded.len() >= BATCH {
+            self.flush_discarded();
+        }
+        Some(value)
+    }
+}
+
+impl<T> Wheel<T> {
+    /// Removes entry `index` at once.
+    #[inline(never)]
+    fn remove_now(&mut self, index: u32) -> T {
+        let entry = &self.entries[index as usize];
+        let (place, prev, next) = (entry.place, entry.prev, entry.next);
+        self.delist(index, place, prev, next);
+        let value = self.entries.remove(index as usize).value;
+        self.note_removal();
+        value
+    }
+
+    /// Unlinks and frees every discarded entry.
+    #[inline(never)]
+    pub(crate) fn flush_discarded(&mut self) {
+        let discarded = std::mem::take(&mut self.discarded);
+        // Read every neighbour first, in a loop short enough that many of
+        // these independent misses are in flight at once; unlinking below
+        // then finds them in cache.
+        let mut touched = 0u32;
+        for &index in &discarded {
+            let entry = &self.entries[index as usize];
+            if entry.prev != NIL {
+                touched ^= self.entries[entry.prev as usize].next;
+            }
+            if entry.next != NIL {
+                touched ^= self.entries[entry.next as usize].prev;
+            }
+        }
+        std::hint::black_box(touched);
+        for &index in &discarded {
+            let entry = &self.entries[index as usize];
+            debug_assert_eq!(entry.generation, DISCARDED, "entry {index}");
+            debug_assert_ne!(entry.place, Place::Unlinked, "entry {index}");
+            let (place, prev, next) = (entry.place, entry.prev, entry.next);
+            self.delist(index, place, prev, next);
+            self.entries.remove(index as usize);
+        }
+        self.note_removals(discarded.len());
+        // Keep the allocation for the next batch.
+        self.discarded = discarded;
+        self.discarded.clear();
+    }
+
+    /// Discarded entries not yet flushed.
+    #[cfg(test)]
+    pub(crate) fn discarded(&self) -> usize {
+        self.discarded.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Three entries due at `tick`, so each has a neighbour in one slot.
+    fn three_in_one_slot(tick: u64) -> (Wheel<u64>, [Key; 3]) {
+        let mut wheel = Wheel::new(64);
+        let keys = [1, 2, 3].map(|value| wheel.try_insert(tick, value).unwrap());
+        (wheel, keys)
+    }
+
+    #[test]
+    fn a_discarded_key_is_stale_at_once_and_its_entry_never_fires() {
+        let (mut wheel, [a, b, c]) = three_in_one_slot(10);
+        assert_eq!(wheel.discard(b), Some(2));
+        assert_eq!(
+            (wheel.scheduled(), wheel.len(), wheel.discarded()),
+            (2, 3, 1)
+        );
+        assert_eq!(wheel.discard(b), None);
+        assert_eq!(wheel.remove(b), None);
+        assert_eq!(wheel.reset(b, 20), None);
+        assert_eq!(wheel.value_mut(b), None);
+        wheel.assert_invariants();
+        let mut fired = Vec::new();
+        while let Some(key) = wheel.pop_expired(10) {
+            fired.push(wheel.remove(key).unwrap());
+        }
+        assert_eq!(fired, [1, 3]);
+        assert_eq!((wheel.len(), wheel.discarded()), (0, 0));
+        assert_eq!(wheel.value_mut(a), None);
+        assert_eq!(wheel.value_mut(c), None);
+    }
+
+    #[test]
+    fn an_entry_without_neighbours_is_removed_at_once() {
+        let mut wheel = Wheel::new(64);
+        let alone = wheel.try_insert(10, 1).unwrap();
+        assert_eq!(wheel.discard(alone), Some(1));
+        assert_eq!((wheel.len(), wheel.discarded()), (0, 0));
+        // Expired and handed out: unlinked, so no neighbours either.
+        let [a, b] = [2, 3].map(|value| wheel.try_insert(20, value).unwrap());
+        assert_eq!(wheel.pop_expired(20), Some(a));
+        assert_eq!(wheel.discard(a), Some(2));
+        assert_eq!((wheel.len(), wheel.discarded()), (1, 0));
+        assert_eq!(wheel.discard(b), Some(3));
+        assert_eq!((wheel.len(), wheel.discarded()), (0, 0));
+        wheel.assert_invariants();
+    }
+
+    #[test]
+    fn a_full_batch_is_unlinked_and_freed_together() {
+        let mut wheel = Wheel::new(64);
+        let keys: Vec<Key> = (0..=BATCH as u64)
+            .map(|value| wheel.try_insert(100, value).unwrap())
+            .collect();
+        // Every other one first, so that neighbours are discarded too.
+        let order: Vec<usize> = (0..BATCH).step_by(2).chain((1..BATCH).step_by(2)).collect();
+        for (n, &i) in order.iter().enumerate() {
+            assert_eq!(wheel.discard(keys[i]), Some(i as u64));
+            wheel.assert_invariants();
+            let left = n + 1 < BATCH;
+            assert_eq!(
+                (wheel.len(), wheel.discarded()),
+                if left { (BATCH + 1, n + 1) } else { (1, 0) },
+                "after {} discards",
+                n + 1
+            );
+        }
+        assert_eq!(wheel.scheduled(), 1);
+        assert_eq!(wheel.pop_expired(100), Some(keys[BATCH]));
+    }
+
+    #[test]
+    fn shutdown_takes_only_what_was_not_discarded() {
+        let (mut wheel, [_, b, _]) = three_in_one_slot(10);
+        wheel.discard(b);
+        let mut left = wheel.take_scheduled_values();
+        left.sort_unstable();
+        assert_eq!(left, [1, 3]);
+    }
+
+    #[test]
+    fn no_key_is_ever_given_the_discarded_mark() {
+        let mut wheel: Wheel<u64> = Wheel::new(64);
+        wheel.next_generation = DISCARDED - 1;
+        let a = wheel.try_insert(10, 1).unwrap();
+        let b = wheel.try_insert(10, 2).unwrap();
+        assert_eq!(
+            (a.generation, b.generation),
+            (DISCARDED - 1, 0),
+            "generations {:#b} then {:#b}",
+            a.generation,
+            b.generation
+        );
+    }
+}
