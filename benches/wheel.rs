@@ -70,11 +70,15 @@ fn main() {
     row(format!("insert {n}, 1 s-1 h"), "ns/insert", &mut || {
         insert(&deadlines)
     });
-    row(
-        format!("cancel {n} (in insertion order)"),
-        "ns/remove",
-        &mut || cancel(&deadlines),
-    );
+    for (order, shuffled) in [("insertion", false), ("random", true)] {
+        for (how, discard) in [("remove", false), ("discard", true)] {
+            row(
+                format!("cancel {n} (in {order} order), {how}"),
+                "ns/cancel",
+                &mut || cancel(&deadlines, shuffled, discard),
+            );
+        }
+    }
     row(
         format!("reset {n}, 1 ms-1 s later"),
         "ns/reset",
@@ -128,11 +132,27 @@ fn insert(deadlines: &[u64]) -> f64 {
     ns
 }
 
-fn cancel(deadlines: &[u64]) -> f64 {
-    let (mut wheel, keys) = filled(deadlines);
+/// Cancels every entry, in the order they were inserted or shuffled, with
+/// `remove` (unlink now) or `discard` (what the driver does: unlink in
+/// batches; see `src/wheel/discard.rs`). Without the driver's lock between
+/// cancels the processor already overlaps some of consecutive removes'
+/// misses, so batching gains less here than under the driver.
+fn cancel(deadlines: &[u64], shuffled: bool, discard: bool) -> f64 {
+    let (mut wheel, mut keys) = filled(deadlines);
+    if shuffled {
+        let mut rng = Rng::new(0xca7);
+        for i in (1..keys.len()).rev() {
+            keys.swap(i, rng.between(0, i as u64) as usize);
+        }
+    }
     let start = Instant::now();
     for &key in &keys {
-        black_box(wheel.remove(key).expect("a live key"));
+        let value = if discard {
+            wheel.discard(key)
+        } else {
+            wheel.remove(key)
+        };
+        black_box(value.expect("a live key"));
     }
     let ns = per(start, keys.len());
     assert_eq!(wheel.scheduled(), 0);

@@ -54,7 +54,7 @@ impl<T: Default> Wheel<T> {
     /// if the key is stale. The key is stale from here on.
     ///
     /// [`remove`]: Wheel::remove
-    pub(crate) fn discard(&mut self, key: Key) -> Option<T> {
+    pub fn discard(&mut self, key: Key) -> Option<T> {
         // Inserted in the last few insertions: its neighbours (and it) were
         // written then and are still in cache.
         let recent = self.next_generation.wrapping_sub(key.generation) <= RECENT;
