@@ -54,6 +54,7 @@ impl<T: Default> Wheel<T> {
     /// if the key is stale. The key is stale from here on.
     ///
     /// [`remove`]: Wheel::remove
+    #[inline]
     pub fn discard(&mut self, key: Key) -> Option<T> {
         // Inserted in the last few insertions: its neighbours (and it) were
         // written then and are still in cache.
@@ -75,7 +76,7 @@ impl<T: Default> Wheel<T> {
 
 impl<T> Wheel<T> {
     /// Removes entry `index` at once.
-    #[inline(never)]
+    #[inline(always)]
     fn remove_now(&mut self, index: u32) -> T {
         let entry = &self.entries[index as usize];
         let (place, prev, next) = (entry.place, entry.prev, entry.next);
