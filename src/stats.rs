@@ -22,8 +22,9 @@ pub struct Stats {
     /// Timers registered and waiting for their deadline.
     pub pending: usize,
     /// Wheel entries in use. The driver frees an entry when it fires it and
-    /// a future frees its own when dropped, so this equals `pending`; a
-    /// difference would be a leak.
+    /// a future frees its own when dropped (possibly later, with a batch of
+    /// up to 128 others, which reading the stats frees first), so this
+    /// equals `pending`; a difference would be a leak.
     pub entries: usize,
     /// Levels the wheel has allocated (level 0 always; higher ones on
     /// demand); with shards, the most any shard's wheel has.
