@@ -71,6 +71,27 @@ fn cancel_is_true_only_when_it_stopped_the_run() {
 }
 
 #[test]
+fn callbacks_cancelled_long_after_scheduling_never_run() {
+    // One deadline, so each entry has neighbours, and the oldest cancelled
+    // first: the wheel unlinks those in batches, after dropping the closure.
+    let timer = manual();
+    let (runs, make) = counter();
+    let handles: Vec<_> = (0..300)
+        .map(|_| timer.schedule(Duration::from_secs(1), make()))
+        .collect();
+    for handle in &handles[..200] {
+        assert!(handle.cancel());
+    }
+    // No `stats()` before advancing: reading them frees what waits.
+    timer.advance(Duration::from_secs(1));
+    assert_eq!(runs.load(Ordering::SeqCst), 100);
+    assert!(handles[..200].iter().all(|h| h.is_cancelled()));
+    assert!(handles[200..].iter().all(|h| h.is_expired()));
+    let stats = timer.stats();
+    assert_eq!((stats.fired, stats.cancelled, stats.entries), (100, 200, 0));
+}
+
+#[test]
 fn a_panicking_callback_is_contained_and_counted() {
     let timer = manual();
     let (runs, make) = counter();

@@ -759,7 +759,8 @@ impl Shared {
             return false;
         }
         state.set_phase(CANCELLED);
-        let job = inner.wheel.remove(key);
+        // As a `Sleep`'s: the closure goes now, the entry with a batch.
+        let job = inner.wheel.discard(key);
         debug_assert!(matches!(job, Some(Job::Call(_))));
         inner.cancelled += 1;
         drop(inner);
