@@ -29,8 +29,8 @@ use super::entry::NIL;
 use super::{Key, Place, Wheel};
 
 /// How many discarded entries wait for one flush: enough that their misses
-/// overlap, few enough that a flush in which every neighbour misses takes a
-/// few µs. Tests use a handful, so that flushes happen all the time.
+/// overlap, few enough that a flush in which every neighbour misses stays
+/// around 10 µs. Tests use a handful, so that flushes happen all the time.
 #[cfg(not(test))]
 pub(super) const BATCH: usize = 128;
 #[cfg(test)]
