@@ -54,7 +54,7 @@ impl<T: Default> Wheel<T> {
     /// if the key is stale. The key is stale from here on.
     ///
     /// [`remove`]: Wheel::remove
-    #[inline]
+    #[inline(always)]
     pub fn discard(&mut self, key: Key) -> Option<T> {
         // Inserted in the last few insertions: its neighbours (and it) were
         // written then and are still in cache.
@@ -62,7 +62,8 @@ impl<T: Default> Wheel<T> {
         let entry = self.entry_mut(key)?;
         // Both links NIL: alone in its list, or in none (unlinked).
         if recent || entry.prev & entry.next == NIL {
-            return Some(self.remove_now(key.index));
+            let (place, prev, next) = (entry.place, entry.prev, entry.next);
+            return Some(self.take_out(key.index, place, prev, next));
         }
         entry.generation = DISCARDED;
         let value = std::mem::take(&mut entry.value);
@@ -75,17 +76,6 @@ impl<T: Default> Wheel<T> {
 }
 
 impl<T> Wheel<T> {
-    /// Removes entry `index` at once.
-    #[inline(always)]
-    fn remove_now(&mut self, index: u32) -> T {
-        let entry = &self.entries[index as usize];
-        let (place, prev, next) = (entry.place, entry.prev, entry.next);
-        self.delist(index, place, prev, next);
-        let value = self.entries.remove(index as usize).value;
-        self.note_removal();
-        value
-    }
-
     /// Unlinks and frees every discarded entry.
     #[inline(never)]
     pub(crate) fn flush_discarded(&mut self) {

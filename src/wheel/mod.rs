@@ -201,11 +201,18 @@ impl<T> Wheel<T> {
     pub fn remove(&mut self, key: Key) -> Option<T> {
         let entry = self.entry(key)?;
         let (place, prev, next) = (entry.place, entry.prev, entry.next);
+        Some(self.take_out(key.index, place, prev, next))
+    }
+
+    /// Unlinks entry `index`, whose place and links the caller has read,
+    /// and frees it: `remove` once the key is checked.
+    #[inline(always)]
+    fn take_out(&mut self, index: u32, place: Place, prev: u32, next: u32) -> T {
         // The entry leaves the slab, so only its neighbours need new links.
-        self.delist(key.index, place, prev, next);
-        let value = self.entries.remove(key.index as usize).value;
+        self.delist(index, place, prev, next);
+        let value = self.entries.remove(index as usize).value;
         self.note_removal();
-        Some(value)
+        value
     }
 
     /// Moves the entry to `deadline`, whether it was scheduled or expired.
