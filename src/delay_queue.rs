@@ -80,7 +80,7 @@ const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);
 /// returns `None`, and [`remove`], [`reset`], [`reset_at`] and
 /// [`deadline`] panic with a message saying the key is stale. Keys carry a
 /// 32-bit generation, so a stale key could only alias a new entry if it were
-/// kept across 2^32 further inserts that all reused its slot.
+/// kept across 2^32 - 1 further inserts that all reused its slot.
 ///
 /// # An empty queue
 ///

@@ -30,7 +30,8 @@ pub(crate) struct Entry<T> {
     pub(crate) prev: u32,
     pub(crate) next: u32,
     /// Copied into the [`Key`] handed out, so that a stale key does not
-    /// match a later entry in the same slot (for 2^32 insertions).
+    /// match a later entry in the same slot (for 2^32 - 1 insertions: one
+    /// value marks a discarded entry).
     pub(crate) generation: u32,
     pub(crate) place: Place,
     pub(crate) value: T,

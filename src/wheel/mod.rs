@@ -13,9 +13,9 @@
 //! the value is taken); the driver uses `pop_expired_value`, which frees it
 //! at once. The generation in [`Key`] guards the handles that outlive their
 //! entries: a lookup with a stale key finds nothing, unless a multiple of
-//! 2^32 insertions came between (see `memory.rs`). The driver cancels with
-//! `discard`, which marks an entry and unlinks it later with a batch of
-//! others (see `discard.rs`).
+//! 2^32 - 1 insertions came between (see `memory.rs`). The driver cancels
+//! with `discard`, which marks an entry and unlinks it later with a batch
+//! of others (see `discard.rs`).
 //!
 //! # Advancing
 //!
