@@ -29,7 +29,37 @@ pub(crate) fn level_for(elapsed: u64, deadline: u64, bits: u32) -> usize {
     let mask = (1u64 << bits) - 1;
     let masked = (elapsed ^ deadline) | mask;
     let significant = 63 - masked.leading_zeros();
-    (significant / bits) as usize
+    bit_level(significant, bits)
+}
+
+/// The most bits per level a wheel has.
+const MAX_BITS: u32 = super::MAX_SLOTS.trailing_zeros();
+
+/// `ceil(2^16 / bits)` for every `bits` a wheel can have (index 0 unused).
+const RECIPROCALS: [u32; MAX_BITS as usize + 1] = {
+    let mut table = [0; MAX_BITS as usize + 1];
+    let mut bits = 1;
+    while bits <= MAX_BITS {
+        table[bits as usize] = (1u32 << 16).div_ceil(bits);
+        bits += 1;
+    }
+    table
+};
+
+/// `bit / bits`: the level whose range holds bit `bit` (0..=63).
+///
+/// Every insertion asks this with `bits` known only at run time, and a
+/// divide is the slowest instruction on that path (its result picks the
+/// level, whose slot list is the next thing loaded). A multiply by the
+/// rounded-up reciprocal and a shift give the same quotient: the product
+/// overshoots `bit * 2^16 / bits` by less than `bit < 2^6`, i.e. by less
+/// than `2^-10` after the shift, and the fraction it is added to is at most
+/// `(bits - 1) / bits`, which is at least `1 / 12` short of the next
+/// integer. `bit_level_is_division` checks every case.
+#[inline(always)]
+fn bit_level(bit: u32, bits: u32) -> usize {
+    debug_assert!(bit < 64 && (1..=MAX_BITS).contains(&bits));
+    ((bit * RECIPROCALS[bits as usize]) >> 16) as usize
 }
 
 /// The slot of `level` that `tick` maps to.
@@ -181,6 +211,20 @@ mod tests {
                         );
                     }
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn bit_level_is_division() {
+        for bits in 1..=MAX_BITS {
+            for bit in 0..64 {
+                assert_eq!(
+                    bit_level(bit, bits),
+                    (bit / bits) as usize,
+                    "bit {bit} ({:#066b}) with {bits} bits per level",
+                    1u64 << bit
+                );
             }
         }
     }
