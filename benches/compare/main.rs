@@ -9,7 +9,7 @@
 //!
 //! ```text
 //! cargo bench --bench compare                     # full size, as the issue specifies
-//! cargo bench --bench compare -- quick            # a tenth (or WHEEL_BENCH_SIZE=quick)
+//! cargo bench --bench compare -- quick            # a quarter (or WHEEL_BENCH_SIZE=quick)
 //! cargo bench --bench compare -- --only churn,reset --runs 7
 //! cargo bench --bench compare -- --only churn --side wheel --scale 0.01 --runs 1   # for a profiler
 //! ```
@@ -18,6 +18,7 @@
 mod support;
 
 mod fire;
+mod floor;
 mod measure;
 mod micro;
 mod pending;
@@ -31,7 +32,7 @@ use support::Size;
 type Workload = fn(&Config);
 
 /// The workloads, in the order they run.
-const WORKLOADS: [(&str, Workload); 10] = [
+const WORKLOADS: [(&str, Workload); 11] = [
     ("timeout_ready", micro::timeout_ready),
     ("churn", micro::churn),
     ("timeout_yield", micro::timeout_yield),
@@ -42,6 +43,7 @@ const WORKLOADS: [(&str, Workload); 10] = [
     ("fire_200k", fire::fire_200k),
     ("mt_churn", micro::mt_churn),
     ("scaling", pending::scaling),
+    ("floor", floor::floor),
 ];
 
 /// Runs of the cheap workloads, and of those that take seconds per run.
