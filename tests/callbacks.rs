@@ -238,3 +238,25 @@ fn a_callback_sees_the_time_it_was_due_at() {
     assert_eq!(*seen.lock().unwrap(), [ms(10), ms(30), ms(70)]);
     assert_eq!(timer.now() - start, Duration::from_secs(1));
 }
+
+/// While nothing is pending, a runtime timer's wheel is not processed, so
+/// it lags the clock; a callback whose deadline has passed must still run
+/// where callbacks run, not inside `schedule` (where the caller may hold a
+/// lock the callback takes, and has no handle yet).
+#[tokio::test(start_paused = true)]
+async fn a_due_callback_never_runs_inside_schedule() {
+    let timer = Timer::builder().build().unwrap();
+    tokio::time::advance(Duration::from_millis(10)).await;
+    let ran = Arc::new(AtomicU32::new(0));
+    let handle = {
+        let ran = ran.clone();
+        timer.schedule(Duration::ZERO, move || {
+            ran.fetch_add(1, Ordering::SeqCst);
+        })
+    };
+    assert_eq!(ran.load(Ordering::SeqCst), 0, "ran inside schedule");
+    tokio::task::yield_now().await;
+    tokio::time::advance(timer.tick()).await;
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+    assert!(handle.is_expired());
+}

@@ -1037,3 +1037,29 @@ fn the_driver_reads_its_own_runtimes_clock() {
         assert_ready!(sleep.poll());
     });
 }
+
+/// A runtime timer's clock is its runtime's, whichever context asks: with
+/// a paused runtime, the real clock (outside it) is ahead, and reading that
+/// would complete sleeps early.
+#[test]
+fn a_runtime_timers_clock_is_its_runtimes_from_any_context() {
+    let rt = RtBuilder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let (timer, start) = rt.block_on(async {
+        time::advance(Duration::from_secs(3600)).await;
+        (Timer::builder().build().unwrap(), Instant::now())
+    });
+    thread::sleep(Duration::from_millis(20));
+    assert_eq!(timer.now(), start, "read outside the runtime");
+
+    // Real time has moved on 20 ms; the timer's clock has not.
+    let deadline = start + Duration::from_millis(10);
+    let eager = timer.try_sleep_until(deadline).unwrap();
+    assert!(!eager.is_elapsed(), "due in 10 ms on the timer's clock");
+    let mut sleep = task::spawn(timer.sleep(Duration::from_millis(10)));
+    assert_pending!(sleep.poll());
+    assert_eq!(sleep.deadline(), deadline);
+}

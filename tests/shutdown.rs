@@ -207,3 +207,53 @@ fn a_zero_limit_refuses_everything_but_what_is_already_due() {
     let mut due = task::spawn(timer.try_sleep(Duration::ZERO).unwrap());
     assert_ready!(due.poll());
 }
+
+/// A sleep's first poll that makes it its shard's earliest deadline runs
+/// the runner on the polling thread, with the shard's lock released. If the
+/// timer shuts down meanwhile (here: a due callback in another shard, run
+/// by that runner, shuts it down), the shutdown has already woken what the
+/// entry held, a no-op waker; the poll must not then leave its task's waker
+/// there and return `Pending`, or the task hangs. It reports the shutdown.
+#[test]
+#[should_panic(expected = "the timer has shut down")]
+fn a_shutdown_while_a_sleep_registers_is_reported_not_hung() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let timer = rt.block_on(async { Timer::builder().shards(64).build().unwrap() });
+    // Another thread's shard; the runtime is never driven, so only the
+    // registration below runs the runner.
+    let remote = timer.clone();
+    std::thread::spawn(move || {
+        let timer = remote.clone();
+        remote.schedule(Duration::from_millis(1), move || drop(timer.shutdown()));
+    })
+    .join()
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(5));
+    let _runtime = rt.enter();
+    let mut sleep = task::spawn(timer.sleep(Duration::from_secs(10)));
+    let _ = sleep.poll();
+}
+
+#[test]
+fn after_a_shutdown_nothing_is_left_pending_once_the_sleeps_are_dropped() {
+    let timer = manual();
+    let _first = timer.schedule(Duration::from_secs(1), || {});
+    let _second = timer.schedule(Duration::from_secs(2), || {});
+    let mut sleep = task::spawn(timer.sleep(Duration::from_secs(3)));
+    assert_pending!(sleep.poll());
+
+    let unfired = timer.shutdown();
+    assert_eq!((unfired.callbacks.len(), unfired.sleeps), (2, 1));
+    let stats = timer.stats();
+    assert_eq!(
+        (stats.pending, stats.entries, stats.callbacks),
+        (1, 1, 0),
+        "the callbacks were handed back; the sleep's entry waits for its drop"
+    );
+    drop(sleep);
+    let stats = timer.stats();
+    assert_eq!((stats.pending, stats.entries), (0, 0), "{stats:?}");
+}

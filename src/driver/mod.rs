@@ -493,12 +493,16 @@ impl Shared {
         self.runtime.is_none()
     }
 
-    /// The timer's current time.
+    /// The timer's current time: a runtime timer's is read inside its
+    /// runtime's context (see [`Runtime::handle`]), whatever context the
+    /// caller is in.
     pub(crate) fn now(&self) -> Instant {
-        if self.runtime.is_some() {
-            Instant::now()
-        } else {
-            self.control.lock().now()
+        match &self.runtime {
+            Some(runtime) => {
+                let _clock_of_this_runtime = runtime.handle.enter();
+                Instant::now()
+            }
+            None => self.control.lock().now(),
         }
     }
 
@@ -588,6 +592,15 @@ impl Shared {
         drop(inner);
         self.notify();
         let mut inner = shard.lock();
+        if inner.shut_down {
+            // Shut down while the lock was released (by a callback the
+            // runner just ran, or by another thread): the shutdown has
+            // already woken what it found here, the no-op waker, so a waker
+            // stored now would never be woken. Refuse, as a registration
+            // after the shutdown would be, and free the entry it left.
+            inner.wheel.remove(local);
+            return Registration::Refused(Error::shut_down());
+        }
         match inner.wheel.value_mut(local) {
             Some(Job::Wake(slot)) => {
                 if let Some(waker) = waker {
@@ -744,7 +757,23 @@ impl Shared {
         let notify = inner.pull_in(tick);
         drop(inner);
         if notify {
-            self.notify();
+            match &self.runtime {
+                // Not from here: a runtime timer's wheel lags its clock while
+                // its alarm is idle, so a runner started on this stack could
+                // fire this very callback before `schedule` has returned its
+                // handle (and inside any lock the caller holds). A task on
+                // the timer's runtime runs it instead, where callbacks run.
+                Some(runtime) => {
+                    let shared = Arc::clone(self);
+                    drop(runtime.handle.spawn(async move { shared.notify() }));
+                }
+                // A manual timer's wheel is at its clock whenever no
+                // `advance` is under way (it processes up to the new time
+                // before returning), so the tick is still in the future for
+                // the runner started here. (If another thread is advancing
+                // past it at this moment, the callback is due either way.)
+                None => self.notify(),
+            }
         }
         Ok((self.key(home, local), state))
     }
@@ -1030,7 +1059,11 @@ impl Shared {
         for shard in self.shards.iter() {
             let mut inner = shard.0.lock();
             inner.shut_down = true;
-            for job in inner.wheel.take_scheduled_values() {
+            // A sleep's entry stays, so the `Sleep` learns of the shutdown
+            // when it polls; a callback's goes: it is handed back, and
+            // nothing will ask for it by key again.
+            let keep = |job: &Job| matches!(job, Job::Wake(_));
+            for job in inner.wheel.take_scheduled_values(keep) {
                 match job {
                     Job::Wake(waker) => {
                         leftovers.sleeps += 1;

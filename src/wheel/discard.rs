@@ -192,9 +192,20 @@ mod tests {
     fn shutdown_takes_only_what_was_not_discarded() {
         let (mut wheel, [_, b, _]) = three_in_one_slot(10);
         wheel.discard(b);
-        let mut left = wheel.take_scheduled_values();
+        let mut left = wheel.take_scheduled_values(|_| true);
         left.sort_unstable();
         assert_eq!(left, [1, 3]);
+    }
+
+    #[test]
+    fn shutdown_frees_the_entries_it_is_not_told_to_keep() {
+        let (mut wheel, [a, _, c]) = three_in_one_slot(10);
+        let mut left = wheel.take_scheduled_values(|&value| value == 1);
+        left.sort_unstable();
+        assert_eq!(left, [1, 2, 3]);
+        assert_eq!(wheel.value(a), Some(&0), "kept, holding a default");
+        assert_eq!(wheel.value(c), None, "freed");
+        assert_eq!((wheel.len(), wheel.scheduled()), (1, 1));
     }
 
     #[test]

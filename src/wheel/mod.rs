@@ -283,18 +283,32 @@ impl<T> Wheel<T> {
         self.entry(key).map(|entry| entry.deadline)
     }
 
-    /// Takes the values of all scheduled entries, leaving defaults behind and
-    /// the entries where they are. O(entries); for shutdown.
-    pub(crate) fn take_scheduled_values(&mut self) -> Vec<T>
+    /// Takes the values of all scheduled entries, for shutdown. An entry
+    /// whose value `keep` accepts stays where it is, holding a default, so
+    /// its key still finds it (a `Sleep` told of the shutdown when it next
+    /// polls); every other is freed. O(entries).
+    pub(crate) fn take_scheduled_values(&mut self, keep: impl Fn(&T) -> bool) -> Vec<T>
     where
         T: Default,
     {
         self.flush_discarded();
-        self.entries
-            .iter_mut()
-            .filter(|(_, e)| e.place != Place::Unlinked)
-            .map(|(_, e)| std::mem::take(&mut e.value))
-            .collect()
+        let mut values = Vec::new();
+        let mut freed = Vec::new();
+        for (index, entry) in self.entries.iter_mut() {
+            if entry.place == Place::Unlinked {
+                continue;
+            }
+            if keep(&entry.value) {
+                values.push(std::mem::take(&mut entry.value));
+            } else {
+                freed.push(Key {
+                    index: index as u32,
+                    generation: entry.generation,
+                });
+            }
+        }
+        values.extend(freed.into_iter().filter_map(|key| self.remove(key)));
+        values
     }
 
     /// The earliest tick at which `pop_expired` has work: an entry's deadline,
