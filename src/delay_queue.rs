@@ -50,8 +50,6 @@ use crate::{Sleep, Timer};
 const DEFAULT_SLOTS: usize = 64;
 /// "Nothing armed": no `Sleep` is waiting for a tick.
 const NEVER: u64 = u64::MAX;
-/// How far ahead a deadline that overflows `Instant` is put, as in tokio.
-const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);
 
 /// A queue of values, each handed back by [`poll_expired`] (or the
 /// `futures::Stream` impl) once its deadline has passed; the keyed timeouts
@@ -214,7 +212,7 @@ impl<T> DelayQueue<T> {
     pub fn with_timer(timer: Timer) -> DelayQueue<T> {
         let slots = timer.slots_per_level();
         DelayQueue {
-            wheel: Wheel::new(slots),
+            wheel: Wheel::with_capacity(slots, 0),
             bound: Some(Bound::new(timer)),
             sleep: None,
             armed: NEVER,
@@ -249,8 +247,8 @@ impl<T> DelayQueue<T> {
     /// ```
     #[track_caller]
     pub fn insert(&mut self, value: T, timeout: Duration) -> Key {
-        let deadline = self.deadline_after(timeout);
-        self.insert_at(value, deadline)
+        let now = self.now();
+        self.insert_due(value, crate::deadline_after(now, timeout), now)
     }
 
     /// Inserts `value`, to be yielded once `deadline` has passed; a deadline
@@ -276,7 +274,12 @@ impl<T> DelayQueue<T> {
     /// ```
     #[track_caller]
     pub fn insert_at(&mut self, value: T, deadline: Instant) -> Key {
-        let tick = self.bound().clock.deadline_tick(deadline);
+        let now = self.now();
+        self.insert_due(value, deadline, now)
+    }
+
+    fn insert_due(&mut self, value: T, deadline: Instant, now: Instant) -> Key {
+        let tick = self.due_tick(deadline, now);
         let key = self.wheel.insert(tick, Item { value, deadline });
         self.wake_if_before(tick);
         Key(key)
@@ -306,8 +309,8 @@ impl<T> DelayQueue<T> {
     /// ```
     #[track_caller]
     pub fn reset(&mut self, key: &Key, timeout: Duration) {
-        let deadline = self.deadline_after(timeout);
-        self.reset_at(key, deadline);
+        let now = self.now();
+        self.reset_due(key, crate::deadline_after(now, timeout), now);
     }
 
     /// Moves the entry's deadline to `deadline`; one already passed makes
@@ -333,7 +336,13 @@ impl<T> DelayQueue<T> {
     /// ```
     #[track_caller]
     pub fn reset_at(&mut self, key: &Key, deadline: Instant) {
-        let tick = self.bound().clock.deadline_tick(deadline);
+        let now = self.now();
+        self.reset_due(key, deadline, now);
+    }
+
+    #[track_caller]
+    fn reset_due(&mut self, key: &Key, deadline: Instant, now: Instant) {
+        let tick = self.due_tick(deadline, now);
         if self.wheel.reschedule(key.0, tick).is_none() {
             stale_key("reset");
         }
@@ -501,6 +510,9 @@ impl<T> DelayQueue<T> {
 
     /// Releases memory the queue no longer needs. Entries never move, so
     /// capacity below the highest slot still in use stays; keys stay valid.
+    /// The queue never does this by itself: capacity it has grown to, or
+    /// been given with [`with_capacity`](DelayQueue::with_capacity) or
+    /// [`reserve`](DelayQueue::reserve), stays until this is called.
     ///
     /// # Examples
     ///
@@ -554,7 +566,11 @@ impl<T> DelayQueue<T> {
     /// # Panics
     ///
     /// Panics if entries are pending and the timer's runtime has shut down,
-    /// as a pending [`Sleep`] does: the queue could never yield them.
+    /// as a pending [`Sleep`] does: the queue could never yield them. Also
+    /// if the queue must wait and its timer, built with a
+    /// [`max_pending`](crate::Builder::max_pending) limit, is full: the
+    /// queue waits on one [`Sleep`] of that timer, whose first poll panics
+    /// then, as any `Sleep`'s does.
     ///
     /// # Examples
     ///
@@ -647,13 +663,24 @@ impl<T> DelayQueue<T> {
         self.bound.as_ref().expect("bound above")
     }
 
-    /// `timeout` from the timer's now, or about 30 years on overflow.
+    /// The queue's timer's clock.
     #[track_caller]
-    fn deadline_after(&mut self, timeout: Duration) -> Instant {
-        let now = self.bound().timer.now();
-        now.checked_add(timeout)
-            .or_else(|| now.checked_add(FAR_FUTURE))
-            .unwrap_or(now)
+    fn now(&mut self) -> Instant {
+        self.bound().timer.now()
+    }
+
+    /// The tick an entry due at `deadline` waits for: the deadline rounded
+    /// up to the queue's tick (never early), unless it has already passed
+    /// by `now`, when it is due at once: at the tick it fell in, which the
+    /// next `poll_expired` (rounding `now` down) has reached. Rounding a
+    /// passed deadline up would hold a zero timeout back to the next tick.
+    fn due_tick(&mut self, deadline: Instant, now: Instant) -> u64 {
+        let clock = &self.bound().clock;
+        if deadline <= now {
+            clock.now_tick(deadline)
+        } else {
+            clock.deadline_tick(deadline)
+        }
     }
 
     /// Wakes the waiting task if an entry at `tick` comes before the tick the

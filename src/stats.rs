@@ -46,8 +46,9 @@ pub struct Stats {
     /// and zero after any burst larger than that. While entries are live
     /// and fewer than a quarter of the slots are in use, it is cut to the
     /// highest slot still in use, once every capacity / 4 removals (so
-    /// removal stays O(1) amortised). Entries never move, so a live timer
-    /// from the top of a burst holds the capacity up to it until it
+    /// removal stays O(1) amortised), if that slot is in the bottom half
+    /// of the slab. Entries never move, so a live timer from the upper half
+    /// of a burst holds the capacity up to twice its slot until it
     /// completes or is dropped.
     pub allocated_entries: usize,
     /// Heap bytes of the wheel's levels (8 bytes per slot per level, plus

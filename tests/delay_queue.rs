@@ -567,3 +567,57 @@ proptest! {
         run_model(ops);
     }
 }
+
+/// Capacity the user asked for is theirs until `shrink_to_fit`: the queue
+/// does not give it back when it empties, as the driver's wheels do.
+#[tokio::test(start_paused = true)]
+async fn reserved_capacity_survives_the_queue_emptying() {
+    let mut queue = DelayQueue::with_capacity(4096);
+    let key = queue.insert(1, ms(1));
+    queue.remove(&key);
+    assert!(queue.capacity() >= 4096, "{}", queue.capacity());
+
+    let mut queue = DelayQueue::new();
+    queue.reserve(2000);
+    let reserved = queue.capacity();
+    queue.insert(1, ms(1));
+    let expired = poll_fn(|cx| queue.poll_expired(cx)).await.unwrap();
+    assert_eq!(expired.into_inner(), 1);
+    assert_eq!(queue.capacity(), reserved);
+    queue.shrink_to_fit();
+    assert_eq!(queue.capacity(), 0);
+}
+
+/// A zero timeout, or a deadline already passed, is due at once even in
+/// the middle of a tick, where rounding it up would hold it to the next.
+#[tokio::test(start_paused = true)]
+async fn a_passed_deadline_is_due_at_once_mid_tick() {
+    let timer = Timer::builder().tick(ms(10)).build().unwrap();
+    let mut queue = DelayQueue::with_timer(timer);
+    let far = queue.insert("far", Duration::from_secs(60));
+    time::advance(ms(3)).await;
+    let mut poll = task::spawn(());
+
+    queue.insert("zero", Duration::ZERO);
+    let expired = assert_ready!(poll.enter(|cx, _| queue.poll_expired(cx))).unwrap();
+    assert_eq!(expired.into_inner(), "zero");
+
+    queue.insert_at("passed", Instant::now() - ms(1));
+    let expired = assert_ready!(poll.enter(|cx, _| queue.poll_expired(cx))).unwrap();
+    assert_eq!(expired.into_inner(), "passed");
+
+    queue.reset_at(&far, Instant::now());
+    let expired = assert_ready!(poll.enter(|cx, _| queue.poll_expired(cx))).unwrap();
+    assert_eq!(expired.key(), far);
+
+    let soon = queue.insert("soon", ms(1));
+    assert_pending!(poll.enter(|cx, _| queue.poll_expired(cx)));
+    time::advance(ms(1)).await;
+    assert_pending!(
+        poll.enter(|cx, _| queue.poll_expired(cx)),
+        "a deadline not yet passed still rounds up to the tick"
+    );
+    time::advance(ms(6)).await;
+    let expired = assert_ready!(poll.enter(|cx, _| queue.poll_expired(cx))).unwrap();
+    assert_eq!(expired.key(), soon);
+}

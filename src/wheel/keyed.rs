@@ -18,10 +18,13 @@ use super::{discard, Key, Wheel};
 use slab::Slab;
 
 impl<T> Wheel<T> {
-    /// A wheel like [`Wheel::new`] whose slab has room for `capacity`
-    /// entries before it reallocates.
+    /// A queue's wheel: like [`Wheel::new`], but its slab has room for
+    /// `capacity` entries before it reallocates, and it never trims itself
+    /// (see `memory.rs`). A queue's owner asked for that capacity, with
+    /// `with_capacity` or `reserve`, and gives it back with
+    /// [`shrink_to_fit`](Wheel::shrink_to_fit), as with any collection.
     pub(crate) fn with_capacity(slots_per_level: usize, capacity: usize) -> Wheel<T> {
-        let mut wheel = Wheel::new(slots_per_level);
+        let mut wheel = Wheel::with_trim_floor(slots_per_level, usize::MAX);
         wheel.entries = Slab::with_capacity(capacity);
         wheel
     }

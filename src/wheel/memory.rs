@@ -45,9 +45,10 @@
 //! - When the wheel becomes empty its capacity is at most [`TRIM_FLOOR`]
 //!   entries: back to zero after any burst above the floor.
 //! - While entries are live and fewer than a quarter of the slots are in
-//!   use, a trim runs every capacity / 4 removals and cuts the slab to its
-//!   highest live slot: capacity follows that slot, lagging by up to
-//!   capacity / 4 removals. So timers cancelled newest first take the slab
+//!   use, a trim runs every capacity / 4 removals if the highest live slot
+//!   is in the bottom half, and cuts the slab to it: capacity follows that
+//!   slot to within a factor of two, lagging by up to capacity / 4
+//!   removals. So timers cancelled newest first take the slab
 //!   down with them, while after a burst cancelled oldest first the
 //!   burst's newest survivor holds it up until it goes, and then until
 //!   the next trim (a wheel that goes quiet keeps that much until it

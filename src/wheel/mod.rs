@@ -84,7 +84,8 @@ const _: () = assert!(MAX_SLOTS <= 1 << 16);
 /// worth (and after any larger burst, none and one level); while entries are
 /// live, capacity never exceeds what the peak made it, and while fewer
 /// than a quarter of the slots are in use it is cut to the highest live
-/// slot every capacity / 4 removals.
+/// slot every capacity / 4 removals, if that slot is in the bottom half
+/// (a cut above it would free too little for the walk it costs).
 /// Entries are never moved (their keys are held outside), so one long-lived
 /// entry near the top of the slab holds the capacity up to it until it
 /// goes. Trimming is amortised over removals: removal stays O(1). The policy
@@ -136,7 +137,8 @@ impl<T> Wheel<T> {
     }
 
     /// A wheel that trims its slab above `trim_floor` entries instead of
-    /// [`TRIM_FLOOR`]; tests use a tiny floor to trim all the time.
+    /// [`TRIM_FLOOR`]: tests use a tiny floor to trim all the time, and a
+    /// queue's wheel `usize::MAX`, never to trim.
     fn with_trim_floor(slots_per_level: usize, trim_floor: usize) -> Wheel<T> {
         assert!(
             slots_per_level.is_power_of_two() && (MIN_SLOTS..=MAX_SLOTS).contains(&slots_per_level),
