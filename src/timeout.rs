@@ -138,10 +138,20 @@ impl<T: Future> Future for Timeout<T> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let me = self.project();
+        let had_budget = tokio::task::coop::has_budget_remaining();
         if let Poll::Ready(value) = me.value.poll(cx) {
             return Poll::Ready(Ok(value));
         }
-        match Pin::new(me.delay).poll(cx) {
+        // If the inner future spent the task's last unit of tokio's budget,
+        // the delay is still looked at, without one (as tokio's `Timeout`
+        // does): else a future that keeps the budget spent, without ever
+        // completing, would never time out.
+        let delay = if had_budget && !tokio::task::coop::has_budget_remaining() {
+            me.delay.poll_unbudgeted(cx)
+        } else {
+            Pin::new(me.delay).poll(cx)
+        };
+        match delay {
             Poll::Ready(()) => Poll::Ready(Err(Elapsed::new())),
             Poll::Pending => Poll::Pending,
         }

@@ -654,8 +654,8 @@ proptest! {
             time::MissedTickBehavior::Skip,
         ];
         let rt = paused_rt();
-        // Unconstrained: tokio's interval would otherwise return `Pending`
-        // once the task's coop budget is spent, which the wheel does not do.
+        // Unconstrained: both intervals return `Pending` once the task's
+        // coop budget is spent, and the ops expect each tick at once.
         rt.block_on(tokio::task::unconstrained(async move {
             let start = Instant::now() + ms(start);
             let mut w = wheel::interval_at(start, ms(period));

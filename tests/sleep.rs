@@ -314,3 +314,28 @@ fn futures_and_handles_are_send_sync_unpin() {
     check::<wheel::error::Elapsed>();
     check::<wheel::error::BuildError>();
 }
+
+/// A loop over sleeps that are already due spends tokio's cooperative
+/// budget, as `tokio::time::Sleep` does, so it yields to the runtime's
+/// other tasks rather than starve them.
+#[tokio::test(start_paused = true)]
+async fn a_loop_of_due_sleeps_lets_other_tasks_run() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let past = Instant::now();
+    wheel::sleep(ms(1)).await;
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = ran.clone();
+    tokio::spawn(async move { flag.store(true, Ordering::SeqCst) });
+    let mut sleeps = 0;
+    while !ran.load(Ordering::SeqCst) {
+        wheel::sleep_until(past).await;
+        sleeps += 1;
+        assert!(sleeps <= 1000, "{sleeps} due sleeps and no yield");
+    }
+    assert!(
+        sleeps >= 1,
+        "the spawned task ran only once this task yielded"
+    );
+}

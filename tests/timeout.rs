@@ -422,3 +422,23 @@ proptest! {
         });
     }
 }
+
+/// A future that keeps the task's budget spent and never completes still
+/// times out: once the inner future has spent the last unit, the delay is
+/// looked at without one, as tokio's `Timeout` does.
+#[tokio::test(start_paused = true)]
+async fn a_future_that_spends_the_whole_budget_still_times_out() {
+    let past = Instant::now();
+    wheel::sleep(ms(1)).await;
+    let mut polls = 0;
+    let busy = std::future::poll_fn(|cx| {
+        polls += 1;
+        assert!(polls < 10, "polled {polls} times and never timed out");
+        loop {
+            let coop = std::task::ready!(tokio::task::coop::poll_proceed(cx));
+            coop.made_progress();
+        }
+    });
+    let out: Result<(), Elapsed> = wheel::timeout_at(past, busy).await;
+    assert!(out.is_err());
+}

@@ -312,8 +312,31 @@ fn refused(error: Error) -> ! {
 impl Future for Sleep {
     type Output = ();
 
+    /// Completing spends one unit of tokio's cooperative budget, as with
+    /// `tokio::time`'s `Sleep`: once a task has spent it all (128 futures
+    /// that made progress), this returns `Pending` instead, and the task is
+    /// woken at once, so a loop over sleeps that are already due (an
+    /// `Interval` catching up) lets the runtime's other tasks run. Outside a
+    /// runtime, or in `tokio::task::unconstrained`, there is no budget.
+    ///
+    /// Unlike tokio's, a poll that finds the sleep pending spends nothing
+    /// and does not look at the budget (tokio's gives the unit back): it
+    /// returns `Pending` either way, with the timer holding the waker.
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let this = self.get_mut();
+        std::task::ready!(self.get_mut().poll_unbudgeted(cx));
+        // The state now says complete, so a poll after the task has yielded
+        // finds it so at once.
+        std::task::ready!(tokio::task::coop::poll_proceed(cx)).made_progress();
+        Poll::Ready(())
+    }
+}
+
+impl Sleep {
+    /// [`poll`](Sleep::poll) without the budget: for a `Timeout` whose
+    /// inner future spent the last of it.
+    #[inline(always)]
+    pub(crate) fn poll_unbudgeted(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self;
         match this.state.get() {
             State::Elapsed => Poll::Ready(()),
             State::Fired => {
