@@ -136,6 +136,7 @@ impl<T> Timeout<T> {
 impl<T: Future> Future for Timeout<T> {
     type Output = Result<T::Output, Elapsed>;
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let me = self.project();
         let had_budget = tokio::task::coop::has_budget_remaining();
