@@ -25,28 +25,21 @@ use crate::Config;
 const NOW_N: usize = 2_000_000;
 const YIELD_N: usize = 200_000;
 
-pub(crate) fn floor(cfg: &Config) {
-    let n = cfg.size.of(NOW_N, 1000);
-    let runs = alternate(cfg.micro_runs, cfg.sides, || now_run(n), || now_run(n));
-    Row::median(
-        label("floor: Instant::now, no timer", n, NOW_N),
-        "ns/call",
-        &runs,
-        |&ns| ns,
-    )
-    .without_ratio()
-    .print();
+/// A floor row: its name, its nominal size, and one run (ns per call).
+type Floor = (&'static str, usize, fn(usize) -> f64);
 
-    let n = cfg.size.of(YIELD_N, 1000);
-    let runs = alternate(cfg.micro_runs, cfg.sides, || yield_run(n), || yield_run(n));
-    Row::median(
-        label("floor: yield_now round trip, no timer", n, YIELD_N),
-        "ns/call",
-        &runs,
-        |&ns| ns,
-    )
-    .without_ratio()
-    .print();
+pub(crate) fn floor(cfg: &Config) {
+    let floors: [Floor; 2] = [
+        ("floor: Instant::now, no timer", NOW_N, now_run),
+        ("floor: yield_now round trip, no timer", YIELD_N, yield_run),
+    ];
+    for (name, nominal, run) in floors {
+        let n = cfg.size.of(nominal, 1000);
+        let runs = alternate(cfg.micro_runs, cfg.sides, || run(n), || run(n));
+        Row::median(label(name, n, nominal), "ns/call", &runs, |&ns| ns)
+            .without_ratio()
+            .print();
+    }
 }
 
 /// `Instant::now()` inside a runtime, as `timeout` and `sleep` call it.
