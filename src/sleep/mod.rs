@@ -336,28 +336,27 @@ impl Sleep {
     /// inner future spent the last of it.
     #[inline(always)]
     pub(crate) fn poll_unbudgeted(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        let this = self;
-        match this.state.get() {
+        match self.state.get() {
             State::Elapsed => Poll::Ready(()),
             State::Fired => {
-                this.state.set(State::Elapsed);
+                self.state.set(State::Elapsed);
                 Poll::Ready(())
             }
             State::Registered { key, tick, waker } => {
-                let timer = this.timer.as_ref().expect("a registered sleep has a timer");
+                let timer = self.timer.as_ref().expect("a registered sleep has a timer");
                 let shared = timer.shared();
                 let id = WakerId::of(cx.waker());
                 match shared.progress(tick) {
                     Progress::NotFired if waker == Some(id) => return Poll::Pending,
                     Progress::Fired => {
-                        this.state.set(State::Elapsed);
+                        self.state.set(State::Elapsed);
                         return Poll::Ready(());
                     }
                     _ => {}
                 }
                 match shared.poll_entry(key, cx.waker()) {
                     Poll::Pending => {
-                        this.state.set(State::Registered {
+                        self.state.set(State::Registered {
                             key,
                             tick,
                             waker: Some(id),
@@ -365,19 +364,19 @@ impl Sleep {
                         Poll::Pending
                     }
                     Poll::Ready(Ok(())) => {
-                        this.state.set(State::Elapsed);
+                        self.state.set(State::Elapsed);
                         Poll::Ready(())
                     }
                     Poll::Ready(Err(error)) => refused(error),
                 }
             }
             State::Idle => {
-                let deadline = this.deadline;
-                let shared = this.timer().shared();
+                let deadline = self.deadline;
+                let shared = self.timer().shared();
                 let tick = shared.clock().deadline_tick(deadline);
                 match shared.register(deadline, tick, Some(cx.waker())) {
                     Registration::Pending(key) => {
-                        this.state.set(State::Registered {
+                        self.state.set(State::Registered {
                             key,
                             tick,
                             waker: Some(WakerId::of(cx.waker())),
@@ -385,7 +384,7 @@ impl Sleep {
                         Poll::Pending
                     }
                     Registration::Elapsed => {
-                        this.state.set(State::Elapsed);
+                        self.state.set(State::Elapsed);
                         Poll::Ready(())
                     }
                     Registration::Refused(error) => refused(error),
