@@ -179,9 +179,6 @@ fn insert_all<T: Side>(
     }
 }
 
-/// `churn` with 10^3, 10^5 and 10^7 other timers pending. One run grows the
-/// pending set from one size to the next and times churn at each, so it
-/// builds 10^7 timers once per run rather than three times.
 /// What one `steady_100k` measurement reports.
 #[derive(Debug)]
 pub(crate) struct SteadyOut {
@@ -279,6 +276,9 @@ fn replace_loop<T: Side>(
     }
 }
 
+/// `churn` with 10^3, 10^5 and 10^7 other timers pending. One run grows the
+/// pending set from one size to the next and times churn at each, so it
+/// builds 10^7 timers once per run rather than three times.
 pub(crate) fn scaling(cfg: &Config) {
     let sizes: Vec<usize> = SCALING_PENDING
         .into_iter()
