@@ -54,34 +54,3 @@ pub(crate) fn yield_now() {
     #[cfg(loom)]
     loom::thread::yield_now();
 }
-
-/// A number for the calling thread, different for each thread that asks
-/// (until it wraps): a sharded timer picks this thread's shard with it.
-/// Under loom, derived from loom's thread id, so that each model run maps
-/// threads to shards the same way.
-pub(crate) fn thread_hint() -> usize {
-    #[cfg(not(loom))]
-    {
-        use std::cell::Cell;
-        use std::sync::atomic::AtomicUsize;
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        std::thread_local! {
-            static HINT: Cell<usize> = const { Cell::new(usize::MAX) };
-        }
-        HINT.try_with(|hint| {
-            if hint.get() == usize::MAX {
-                hint.set(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
-            }
-            hint.get()
-        })
-        .unwrap_or(0)
-    }
-    #[cfg(loom)]
-    {
-        // "ThreadId(n)", n counting the model's threads from 0.
-        let id = format!("{:?}", loom::thread::current().id());
-        id.bytes()
-            .filter(u8::is_ascii_digit)
-            .fold(0, |n, digit| n * 10 + usize::from(digit - b'0'))
-    }
-}

@@ -100,9 +100,10 @@
 //! each creating and cancelling timeouts, take turns on one cache line (the
 //! contention tokio's single timer lock was known for). So a timer splits
 //! into shards, each a wheel behind its own lock: a registration goes to
-//! the calling thread's shard (`sync::thread_hint`), and its key carries the
-//! shard in the low `shard_bits` of its index, so polling, resetting and
-//! cancelling find it from any thread. A current-thread runtime's timer has
+//! the calling thread's shard (each timer deals its shards out to threads
+//! as they first register, see `home.rs`), and its key carries the shard in
+//! the low `shard_bits` of its index, so polling, resetting and cancelling
+//! find it from any thread. A current-thread runtime's timer has
 //! one shard; a multi-thread runtime's has twice its workers, rounded up to
 //! a power of two. Every shard's wheel advances to the same tick in each
 //! runner pass, so `published` and `completed` hold for all of them.
@@ -151,6 +152,7 @@
 //! never reached.
 
 mod clock;
+mod home;
 pub(crate) mod job;
 #[cfg(all(test, loom))]
 mod loom;
@@ -219,6 +221,9 @@ pub(crate) struct Shared {
     /// Entries a shard may hold: its slab indices must leave room for the
     /// shard number in a key's 32-bit index.
     shard_capacity: usize,
+    /// Deals shards to the threads that register (see `home.rs`). A std
+    /// atomic even under loom, whose models use thread indices instead.
+    dealer: std::sync::atomic::AtomicUsize,
     /// What only the runner (and shutdown) changes: the clock, the alarm.
     control: Mutex<Control>,
     run_state: AtomicU8,
@@ -454,6 +459,7 @@ impl Shared {
             } else {
                 (1usize << (32 - shards.trailing_zeros())) - 1
             },
+            dealer: std::sync::atomic::AtomicUsize::new(0),
             control: Mutex::new(Control {
                 time,
                 alarm_at: NEVER,
@@ -512,12 +518,13 @@ impl Shared {
         self.runtime.is_none() && deadline <= self.control.lock().now()
     }
 
-    /// The shard this thread registers in.
+    /// The shard this thread registers in: see `home.rs`.
     fn home(&self) -> usize {
         if self.shard_mask == 0 {
             0
         } else {
-            crate::sync::thread_hint() & self.shard_mask as usize
+            let timer = std::ptr::from_ref(self) as usize;
+            home::home(timer, &self.dealer, self.shard_mask as usize)
         }
     }
 
