@@ -181,6 +181,14 @@ impl Builder {
     /// when [`Timer::advance`] or [`Timer::advance_to`] is called, which fire
     /// everything due before they return. It starts at `Instant::now()`.
     ///
+    /// "Due" is by the tick, as on any timer: a deadline rounds up to the
+    /// tick it falls in, so a sleep of 50 ms + 1 ns on the default 125 µs
+    /// tick fires when the clock reaches 50.125 ms, not at 50 ms + 1 ns.
+    /// Advance by whole ticks, or build with a 1 ns [`tick`](Builder::tick),
+    /// for deadlines to fire exactly when the clock reaches them. (A sleep
+    /// first polled, or reset, once the clock is at its deadline completes
+    /// at once.)
+    ///
     /// Use it to test code that takes a `Timer` (inject one), on any runtime
     /// flavor or none: tokio's paused clock works only on a current-thread
     /// runtime, and it jumps ahead on its own whenever the runtime is idle

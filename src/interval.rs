@@ -12,10 +12,16 @@ use tokio::time::Instant;
 use crate::{sleep_until, Sleep};
 
 /// Tokio's threshold: a tick taken later than this after it was due counts
-/// as missed. `poll_tick` uses the larger of this and the timer's tick,
-/// because a coarse-tick timer is routinely up to a tick late by design and
-/// that must not count as a miss (`Delay` would drift on every tick).
+/// as missed. `poll_tick` uses the larger of this and [`ALARM_LATENESS`]
+/// past the timer's tick, because a coarse-tick timer is routinely that
+/// late by design, and that must not count as a miss (`Delay` would drift
+/// on every tick).
 const MISSED_THRESHOLD: Duration = Duration::from_millis(5);
+
+/// How late, past its own tick, a timer may fire what is due by design: its
+/// alarm waits on tokio's timer, which rounds up to tokio's millisecond
+/// grid, and a timer's grid starts wherever it was built, off tokio's.
+const ALARM_LATENESS: Duration = Duration::from_millis(1);
 
 /// An [`Interval`] on the current runtime's default timer whose first tick
 /// completes at once and then every `period`.
@@ -43,7 +49,7 @@ const MISSED_THRESHOLD: Duration = Duration::from_millis(5);
 /// ```
 #[track_caller]
 pub fn interval(period: Duration) -> Interval {
-    interval_at(Instant::now(), period)
+    Interval::new(Sleep::elapsed_at(None, Instant::now()), period)
 }
 
 /// An [`Interval`] on the current runtime's default timer whose first tick
@@ -127,8 +133,11 @@ impl MissedTickBehavior {
     }
 }
 
+/// `at + by`, or about 30 years after `at` if that overflows: counted from
+/// `at`, which is on the interval's own clock, never from `Instant::now()`,
+/// which a manual timer's clock may be far ahead of.
 fn add_or_far(at: Instant, by: Duration) -> Instant {
-    at.checked_add(by).unwrap_or_else(crate::far_future)
+    crate::deadline_after(at, by)
 }
 
 /// A stream of evenly spaced ticks; made by [`interval`], [`interval_at`] or
@@ -211,7 +220,7 @@ impl Interval {
         }
         let timeout = self.delay.deadline();
         let now = self.delay.now();
-        let threshold = MISSED_THRESHOLD.max(self.delay.tick());
+        let threshold = MISSED_THRESHOLD.max(self.delay.tick() + ALARM_LATENESS);
         let next = if now > add_or_far(timeout, threshold) {
             self.missed_tick_behavior
                 .next_timeout(timeout, now, self.period)

@@ -143,12 +143,6 @@ pub mod __private {
 /// one of tokio's millisecond boundaries only one time in eight.
 const DEFAULT_TICK: Duration = Duration::from_micros(125);
 
-/// Roughly 30 years from now: what a deadline that overflows `Instant`
-/// becomes, as in tokio.
-fn far_future() -> Instant {
-    Instant::now() + Duration::from_secs(86_400 * 365 * 30)
-}
-
 /// `now + duration`, or roughly 30 years after `now` if that overflows.
 fn deadline_after(now: Instant, duration: Duration) -> Instant {
     now.checked_add(duration)

@@ -201,7 +201,7 @@ impl Timer {
     /// ```
     #[track_caller]
     pub fn interval(&self, period: Duration) -> Interval {
-        self.interval_at(self.now(), period)
+        Interval::new(Sleep::elapsed_at(Some(self.clone()), self.now()), period)
     }
 
     /// An [`Interval`] on this timer whose first tick completes at `start`.

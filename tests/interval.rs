@@ -713,3 +713,35 @@ async fn delay_does_not_drift_on_a_coarse_tick() {
         assert_eq!(every.tick().await, start + ms(23) * k);
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn delay_does_not_drift_on_a_coarse_tick_off_tokios_millisecond_grid() {
+    // Built half a millisecond into tokio's grid, as any timer built under
+    // the real clock is: its ticks then come up to a tick plus tokio's
+    // rounding to its millisecond late, by design, which is not a miss.
+    time::advance(Duration::from_micros(500)).await;
+    let timer = wheel::Timer::builder().tick(ms(10)).build().unwrap();
+    let start = Instant::now();
+    let period = ms(10) + Duration::from_micros(100);
+    let mut every = timer.interval(period);
+    every.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    for k in 0..6u32 {
+        assert_eq!(every.tick().await, start + period * k, "tick {k}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_first_tick_is_at_once_even_between_a_coarse_timers_ticks() {
+    let timer = wheel::Timer::builder().tick(ms(10)).build().unwrap();
+    time::advance(ms(3)).await;
+    let start = Instant::now();
+    let mut every = task::spawn(timer.interval(ms(100)));
+    assert_ready_eq!(poll_tick(&mut every), start);
+    assert_pending!(poll_tick(&mut every));
+    // The default timer too, off its 125 µs grid.
+    time::advance(Duration::from_micros(60)).await;
+    let start = Instant::now();
+    let mut every = task::spawn(wheel::interval(ms(100)));
+    assert_ready_eq!(poll_tick(&mut every), start);
+    assert_pending!(poll_tick(&mut every));
+}

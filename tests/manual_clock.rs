@@ -73,6 +73,73 @@ fn a_sleep_already_due_completes_on_first_poll() {
 }
 
 #[test]
+fn a_sleep_reset_to_a_deadline_already_reached_completes_at_once() {
+    // Off the 125 µs tick grid: the deadline's tick has not begun, but the
+    // clock is at the deadline, which is what a fresh sleep completes on.
+    let timer = manual();
+    let mut sleep = task::spawn(timer.sleep(Duration::from_secs(10)));
+    assert_pending!(sleep.poll());
+    timer.advance(ms(50) + Duration::from_nanos(1));
+    let now = timer.now();
+    assert_ready!(task::spawn(timer.sleep_until(now)).poll());
+    sleep.enter(|_, sleep| sleep.reset(now));
+    assert!(sleep.is_woken());
+    assert_ready!(sleep.poll());
+    assert_eq!(timer.stats().entries, 0);
+}
+
+#[test]
+fn a_deadline_off_the_tick_grid_fires_at_the_next_tick_or_exactly_with_a_1_ns_tick() {
+    let d = ms(50) + Duration::from_nanos(1);
+    let coarse = manual();
+    let exact = Timer::builder()
+        .manual()
+        .tick(Duration::from_nanos(1))
+        .build()
+        .unwrap();
+    let mut late = task::spawn(coarse.sleep(d));
+    let mut on_time = task::spawn(exact.sleep(d));
+    assert_pending!(late.poll());
+    assert_pending!(on_time.poll());
+    coarse.advance(d);
+    exact.advance(d - Duration::from_nanos(1));
+    assert!(
+        !late.is_woken(),
+        "the 125 µs tick that holds it has not begun"
+    );
+    assert!(!on_time.is_woken(), "early");
+    exact.advance(Duration::from_nanos(1));
+    assert!(on_time.is_woken());
+    coarse.advance_to(coarse.now() + Duration::from_micros(125) - Duration::from_nanos(1));
+    assert!(late.is_woken());
+}
+
+#[test]
+fn reset_immediately_ticks_at_once_on_a_waiting_interval() {
+    let timer = manual();
+    let mut every = task::spawn(timer.interval(ms(100)));
+    assert_ready!(every.enter(|cx, mut every| every.poll_tick(cx)));
+    assert_pending!(every.enter(|cx, mut every| every.poll_tick(cx)));
+    timer.advance(ms(50) + Duration::from_nanos(1));
+    every.reset_immediately();
+    let now = timer.now();
+    assert_ready_eq!(every.enter(|cx, mut every| every.poll_tick(cx)), now);
+}
+
+#[test]
+fn an_interval_too_long_to_add_stays_far_off_on_a_clock_far_ahead() {
+    // `Duration::MAX` overflows `Instant`, so the next tick is about 30
+    // years off: on this timer's clock, 31 years ahead of the real one.
+    let timer = manual();
+    timer.advance(Duration::from_secs(86_400 * 365 * 31));
+    let mut every = task::spawn(timer.interval(Duration::MAX));
+    assert_ready!(every.enter(|cx, mut every| every.poll_tick(cx)));
+    assert_pending!(every.enter(|cx, mut every| every.poll_tick(cx)));
+    every.reset_after(Duration::MAX);
+    assert_pending!(every.enter(|cx, mut every| every.poll_tick(cx)));
+}
+
+#[test]
 fn the_interval_follows_the_manual_clock_when_it_falls_behind() {
     let timer = manual();
     let start = timer.now();

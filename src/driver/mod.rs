@@ -691,16 +691,26 @@ impl Shared {
         drop(taken);
     }
 
-    /// Moves a pending `Sleep`'s entry to `tick`, keeping its waker. If
-    /// that tick is already processed the entry fires now: it is freed and
-    /// its waker woken.
+    /// Moves a pending `Sleep`'s entry to `tick` (`deadline`'s), keeping its
+    /// waker. If that tick is already processed, or a manual clock has
+    /// reached `deadline`, the entry fires now: it is freed and its waker
+    /// woken.
     ///
     /// After shutdown a pending entry is still moved (only the alarm is left
     /// alone), so its next poll reports the shutdown.
-    pub(crate) fn reset(&self, key: Key, tick: u64) -> Reset {
+    pub(crate) fn reset(&self, key: Key, deadline: Instant, tick: u64) -> Reset {
+        debug_assert_eq!(tick, self.clock.deadline_tick(deadline));
         let (shard, key) = self.locate(key);
         let mut inner = shard.lock();
-        match inner.wheel.reset(key, tick) {
+        let moved = if self.reached(deadline) {
+            // A manual clock already at the deadline: due now, as a sleep
+            // registered afresh would be (see `register`), not at the end of
+            // the tick the deadline rounds up to.
+            inner.wheel.value_mut(key).map(|_| false)
+        } else {
+            inner.wheel.reset(key, tick)
+        };
+        match moved {
             Some(true) => {
                 let notify = !inner.shut_down && inner.pull_in(tick);
                 let holds_waker =

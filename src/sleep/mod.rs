@@ -127,6 +127,15 @@ impl Sleep {
         }
     }
 
+    /// A sleep that has already completed at `deadline`: an interval's first
+    /// tick, due at once, which so needs neither the wheel nor its rounding
+    /// up to the tick.
+    pub(crate) fn elapsed_at(timer: Option<Timer>, deadline: Instant) -> Sleep {
+        let mut sleep = Sleep::new(timer, deadline);
+        sleep.state.set(State::Elapsed);
+        sleep
+    }
+
     /// A sleep that [`Timer::try_sleep_until`] registered eagerly for
     /// `deadline`, whose tick is `tick`.
     pub(crate) fn registered(
@@ -232,7 +241,8 @@ impl Sleep {
                 key,
                 tick: old,
                 waker,
-            } if shared.progress(old) != Progress::Fired => match shared.reset(key, tick) {
+            } if shared.progress(old) != Progress::Fired => match shared.reset(key, deadline, tick)
+            {
                 Reset::Pending { holds_waker } => State::Registered {
                     key,
                     tick,
