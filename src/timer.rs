@@ -7,7 +7,7 @@ use tokio::time::Instant;
 
 use crate::driver::{registry, Registration, Shared};
 use crate::error::{BuildError, Error};
-use crate::sync::Arc;
+use crate::sync::{Arc, Weak};
 use crate::{Builder, Interval, Sleep, Stats, Timeout, TimerHandle, Unfired};
 
 /// A hierarchical timing wheel running on a tokio runtime.
@@ -661,6 +661,12 @@ impl Timer {
 
     pub(crate) fn from_shared(shared: Arc<Shared>) -> Timer {
         Timer { shared }
+    }
+
+    /// A handle that does not keep the timer (and its runtime's driver)
+    /// alive.
+    pub(crate) fn downgrade(&self) -> Weak<Shared> {
+        Arc::downgrade(&self.shared)
     }
 
     /// `now + duration` on this timer's clock, saturating as `sleep` does.

@@ -1,6 +1,7 @@
 //! The manual clock: `Timer::builder().manual()`, `advance`, `advance_to`.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use tokio_test::{assert_pending, assert_ready, assert_ready_eq, task};
@@ -339,4 +340,67 @@ fn a_sharded_timer_serves_every_thread_from_any_thread() {
     let stats = timer.stats();
     assert_eq!((stats.pending, stats.entries), (0, 0), "{stats:?}");
     assert_eq!((stats.fired, stats.cancelled), (100, 100), "{stats:?}");
+}
+
+/// Runs `f` on a thread of its own and fails if it has not returned within
+/// 10 s: how these tests tell a hang from a pass (which takes microseconds).
+fn returns(f: impl FnOnce() + Send + 'static) {
+    let (done, finished) = mpsc::channel();
+    let thread = std::thread::spawn(move || {
+        f();
+        let _ = done.send(());
+    });
+    match finished.recv_timeout(Duration::from_secs(10)) {
+        Ok(()) => {}
+        Err(mpsc::RecvTimeoutError::Timeout) => panic!("hung: did not return within 10 s"),
+        // It panicked: report its panic.
+        Err(mpsc::RecvTimeoutError::Disconnected) => {
+            std::panic::resume_unwind(thread.join().unwrap_err())
+        }
+    }
+}
+
+#[test]
+fn advancing_past_a_deadline_clamped_beyond_the_clocks_range_returns() {
+    returns(|| {
+        const YEAR: Duration = Duration::from_secs(365 * 86_400);
+        // 1 ns ticks cover 584 years: a deadline 700 years out is clamped to
+        // the tick that never comes.
+        let timer = Timer::builder()
+            .manual()
+            .tick(Duration::from_nanos(1))
+            .build()
+            .unwrap();
+        let ran = Arc::new(AtomicU32::new(0));
+        let counter = ran.clone();
+        timer.schedule_at(timer.now() + 700 * YEAR, move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+        });
+        timer.advance(600 * YEAR);
+        assert_eq!(ran.load(Ordering::SeqCst), 0);
+    });
+}
+
+#[test]
+fn a_callback_may_advance_a_timer_whose_callback_advances_this_one() {
+    returns(|| {
+        let (a, b) = (manual(), manual());
+        let ran = Arc::new(AtomicU32::new(0));
+        {
+            let (a, ran) = (a.clone(), ran.clone());
+            b.schedule(Duration::from_secs(1), move || {
+                // `a`'s runner is on this stack, under `b`'s.
+                a.advance(Duration::from_secs(1));
+                ran.fetch_add(1, Ordering::SeqCst);
+            });
+        }
+        {
+            let b = b.clone();
+            a.schedule(Duration::from_secs(1), move || {
+                b.advance(Duration::from_secs(1))
+            });
+        }
+        a.advance(Duration::from_secs(1));
+        assert_eq!(ran.load(Ordering::SeqCst), 1);
+    });
 }

@@ -159,7 +159,7 @@ mod loom;
 pub(crate) mod registry;
 mod sentinel;
 
-use std::cell::Cell;
+use std::cell::RefCell;
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
@@ -196,17 +196,19 @@ pub(crate) struct Geometry {
     pub(crate) shards: usize,
 }
 
-// The timer whose runner is on this thread's stack, if any (a raw pointer
-// used only for identity), so `advance_to` called from inside a callback does
-// not wait for itself. Loom's own thread-local under loom, whose threads are
+// The timers whose runners are on this thread's stack, innermost last (raw
+// pointers used only for identity), so `advance_to` called from inside a
+// callback does not wait for itself, even when another timer's runner
+// (a callback advancing a second manual timer, whose callback advances the
+// first) sits between. Loom's own thread-local under loom, whose threads are
 // not OS threads.
 #[cfg(not(loom))]
 std::thread_local! {
-    static RUNNER_HERE: Cell<*const Shared> = const { Cell::new(std::ptr::null()) };
+    static RUNNERS_HERE: RefCell<Vec<*const Shared>> = const { RefCell::new(Vec::new()) };
 }
 #[cfg(loom)]
 ::loom::thread_local! {
-    static RUNNER_HERE: Cell<*const Shared> = Cell::new(std::ptr::null());
+    static RUNNERS_HERE: RefCell<Vec<*const Shared>> = RefCell::new(Vec::new());
 }
 
 /// State shared by a timer's handles, its `Sleep`s, its callbacks' handles
@@ -854,12 +856,17 @@ impl Shared {
     /// Panics on a runtime timer.
     #[track_caller]
     pub(crate) fn advance_to(&self, target: Instant) {
-        let reentrant = RUNNER_HERE.with(|runner| std::ptr::eq(runner.get(), self));
+        let this: *const Shared = self;
+        let reentrant = RUNNERS_HERE.with(|runners| runners.borrow().contains(&this));
         loop {
             // A shut-down timer fires nothing more: one step to the target.
             let stepping = !reentrant && !self.is_shut_down();
             let next = if stepping {
+                // Not to `NEVER`, where deadlines beyond the clock's range
+                // are clamped: that tick never comes, so stepping there would
+                // fire nothing and find it next again, for ever.
                 self.next_expiration()
+                    .filter(|&tick| tick != NEVER)
                     .and_then(|tick| self.clock.instant_at(tick))
                     .filter(|&at| at < target)
             } else {
@@ -904,26 +911,23 @@ impl Shared {
         {
             return;
         }
-        // Restores this thread's runner mark, and clears `run_state` if
+        // Takes this thread's runner mark off, and clears `run_state` if
         // `process` unwinds, so the timer is not wedged.
         struct Running<'a> {
             state: &'a AtomicU8,
-            outer: *const Shared,
             finished: bool,
         }
         impl Drop for Running<'_> {
             fn drop(&mut self) {
-                let outer = self.outer;
-                RUNNER_HERE.with(|runner| runner.set(outer));
+                RUNNERS_HERE.with(|runners| runners.borrow_mut().pop());
                 if !self.finished {
                     self.state.store(0, Ordering::Release);
                 }
             }
         }
-        let outer = RUNNER_HERE.with(|runner| runner.replace(self));
+        RUNNERS_HERE.with(|runners| runners.borrow_mut().push(self));
         let mut running = Running {
             state: &self.run_state,
-            outer,
             finished: false,
         };
         loop {

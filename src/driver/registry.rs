@@ -6,11 +6,14 @@
 //! its own runtime and paused clock) never share a wheel. The registry holds
 //! a strong handle until the runtime shuts down; the timer's sentinel then
 //! removes it. A per-thread cache of the last (runtime, timer) pair keeps the
-//! global lock off the hot path.
+//! global lock off the hot path; it holds the timer weakly, so a thread that
+//! used a runtime's timer does not keep it, and with it the runtime's
+//! driver (its file descriptors, its own timer), alive once the runtime has
+//! shut down.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError, Weak};
 
 use tokio::runtime::{Handle, Id};
 
@@ -27,7 +30,7 @@ fn registry() -> MutexGuard<'static, Option<HashMap<Id, Timer>>> {
 }
 
 thread_local! {
-    static CACHE: RefCell<Option<(Id, Timer)>> = const { RefCell::new(None) };
+    static CACHE: RefCell<Option<(Id, Weak<Shared>)>> = const { RefCell::new(None) };
 }
 
 /// The current runtime's default timer, creating it on first use.
@@ -36,9 +39,10 @@ pub(crate) fn current() -> Result<Timer, BuildError> {
     let id = handle.id();
     let cached = CACHE
         .try_with(|cache| match &*cache.borrow() {
-            Some((cached, timer)) if *cached == id && !timer.shared().is_shut_down() => {
-                Some(timer.clone())
-            }
+            Some((cached, timer)) if *cached == id => timer
+                .upgrade()
+                .filter(|shared| !shared.is_shut_down())
+                .map(Timer::from_shared),
             _ => None,
         })
         .ok()
@@ -72,7 +76,7 @@ pub(crate) fn current() -> Result<Timer, BuildError> {
             }
         }
     };
-    let _ = CACHE.try_with(|cache| *cache.borrow_mut() = Some((id, timer.clone())));
+    let _ = CACHE.try_with(|cache| *cache.borrow_mut() = Some((id, timer.downgrade())));
     Ok(timer)
 }
 
@@ -94,4 +98,30 @@ pub(super) fn forget(id: Id, shared: &Shared) {
     };
     // Dropped outside the registry lock.
     drop(removed);
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cache_does_not_keep_a_shut_down_runtimes_timer_alive() {
+        // A thread of its own, so its cache starts empty and ends with this.
+        std::thread::spawn(|| {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .start_paused(true)
+                .build()
+                .unwrap();
+            let timer = rt.block_on(async {
+                crate::sleep(std::time::Duration::from_millis(1)).await;
+                current().unwrap().downgrade()
+            });
+            assert!(timer.upgrade().is_some(), "the registry holds it");
+            drop(rt);
+            assert!(timer.upgrade().is_none(), "kept alive after its runtime");
+        })
+        .join()
+        .unwrap();
+    }
 }
