@@ -41,6 +41,12 @@ impl TimerHandle {
     /// `false` if it had already run (or started), been cancelled, or been
     /// handed back by [`Timer::shutdown`]. O(1).
     ///
+    /// A due callback is past cancelling once the driver has taken it to
+    /// run: it takes due callbacks in batches of up to 32 and runs them one
+    /// after another, so a callback that cancels another one due in the
+    /// same pass (a success cancelling its retry, both due) gets `false`,
+    /// and the other still runs.
+    ///
     /// # Examples
     ///
     /// ```

@@ -29,8 +29,10 @@ pub struct Stats {
     /// Levels the wheel has allocated (level 0 always; higher ones on
     /// demand); with shards, the most any shard's wheel has.
     pub levels: usize,
-    /// Callbacks scheduled and not yet run or cancelled (also counted in
-    /// `pending`).
+    /// Callbacks scheduled and not yet cancelled or taken to run (also
+    /// counted in `pending`). The driver takes due callbacks in batches of
+    /// up to 32 and runs them outside its locks, so a callback running now
+    /// is not counted, nor are the others of its batch.
     pub callbacks: usize,
     /// Timers fired since the timer was built.
     pub fired: u64,

@@ -484,7 +484,9 @@ impl Timer {
     /// handles of the returned callbacks report
     /// [`is_cancelled`](TimerHandle::is_cancelled). A second call returns
     /// nothing. A runtime's shutdown does the same to its timers, dropping
-    /// the callbacks.
+    /// the callbacks. Called from a callback, it cannot stop the others
+    /// that the driver has already taken to run in the same pass (see
+    /// [`TimerHandle::cancel`]): they still run, and are not handed back.
     ///
     /// # Examples
     ///

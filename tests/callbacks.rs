@@ -260,3 +260,49 @@ async fn a_due_callback_never_runs_inside_schedule() {
     assert_eq!(ran.load(Ordering::SeqCst), 1);
     assert!(handle.is_expired());
 }
+
+#[test]
+fn a_running_callback_never_finds_more_callbacks_counted_than_pending() {
+    // 40 due at once: a first batch of 32 runs mid-pass, then the rest.
+    let timer = manual();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    for _ in 0..40 {
+        let (t, seen) = (timer.clone(), seen.clone());
+        timer.schedule(Duration::from_secs(1), move || {
+            let stats = t.stats();
+            seen.lock().unwrap().push((stats.callbacks, stats.pending));
+        });
+    }
+    timer.advance(Duration::from_secs(1));
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 40);
+    for &(callbacks, pending) in seen.iter() {
+        assert!(
+            callbacks <= pending,
+            "callbacks {callbacks} > pending {pending}"
+        );
+    }
+    assert_eq!(seen.last(), Some(&(0, 0)));
+    assert_eq!(timer.stats().callbacks, 0);
+}
+
+#[test]
+fn a_callback_cancelling_a_sibling_due_in_the_same_pass_is_too_late() {
+    // What `TimerHandle::cancel` documents: both due in one pass, so the
+    // driver has taken the second to run before the first cancels it.
+    let timer = manual();
+    let (ran, count) = counter();
+    let second = Arc::new(Mutex::new(None::<wheel::TimerHandle>));
+    let cancelled = Arc::new(Mutex::new(None));
+    {
+        let (second, cancelled) = (second.clone(), cancelled.clone());
+        timer.schedule(Duration::from_secs(1), move || {
+            let handle = second.lock().unwrap().take().unwrap();
+            *cancelled.lock().unwrap() = Some(handle.cancel());
+        });
+    }
+    *second.lock().unwrap() = Some(timer.schedule(Duration::from_secs(1), count()));
+    timer.advance(Duration::from_secs(1));
+    assert_eq!(*cancelled.lock().unwrap(), Some(false));
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+}

@@ -969,6 +969,13 @@ impl Shared {
                     callbacks_done += usize::from(callback);
                     if fire.is_some_and(|fire| batch.push(fire)) {
                         drop(inner);
+                        // Uncounted before any of them runs, so a callback
+                        // reading `Stats::callbacks` does not find itself
+                        // and its batch still counted (as `pending` does not).
+                        let done = std::mem::take(&mut callbacks_done);
+                        if let Some(last) = self.control.lock().callbacks_done(done) {
+                            release = Some(last);
+                        }
                         batch.drain().for_each(|fire| self.fire(fire));
                         inner = shard.0.lock();
                     }
