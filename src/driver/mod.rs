@@ -516,8 +516,17 @@ impl Shared {
 
     /// Whether a manual clock has reached `deadline`. A runtime timer's
     /// clock is not read here (see `register`), and no lock is taken for it.
+    #[inline]
     fn reached(&self, deadline: Instant) -> bool {
-        self.runtime.is_none() && deadline <= self.control.lock().now()
+        self.runtime.is_none() && self.manual_reached(deadline)
+    }
+
+    /// [`reached`](Shared::reached) on a manual timer: out of line, so that
+    /// a runtime timer's paths carry only the check above.
+    #[cold]
+    #[inline(never)]
+    fn manual_reached(&self, deadline: Instant) -> bool {
+        deadline <= self.control.lock().now()
     }
 
     /// The shard this thread registers in: see `home.rs`.
