@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::{sleep_until, Sleep};
+use crate::{deadline_after, sleep_until, Sleep};
 
 /// Tokio's threshold: a tick taken later than this after it was due counts
 /// as missed. `poll_tick` uses the larger of this and [`ALARM_LATENESS`]
@@ -121,23 +121,16 @@ impl MissedTickBehavior {
     /// When the tick after a late one (due `timeout`, taken `now`) is due.
     fn next_timeout(self, timeout: Instant, now: Instant, period: Duration) -> Instant {
         match self {
-            MissedTickBehavior::Burst => add_or_far(timeout, period),
-            MissedTickBehavior::Delay => add_or_far(now, period),
+            MissedTickBehavior::Burst => deadline_after(timeout, period),
+            MissedTickBehavior::Delay => deadline_after(now, period),
             MissedTickBehavior::Skip => {
                 let behind = (now - timeout).as_nanos() % period.as_nanos();
                 // `behind < period`, so it fits wherever `period` does.
                 let offset = Duration::from_nanos(u64::try_from(behind).unwrap_or(u64::MAX));
-                add_or_far(now, period.saturating_sub(offset))
+                deadline_after(now, period.saturating_sub(offset))
             }
         }
     }
-}
-
-/// `at + by`, or about 30 years after `at` if that overflows: counted from
-/// `at`, which is on the interval's own clock, never from `Instant::now()`,
-/// which a manual timer's clock may be far ahead of.
-fn add_or_far(at: Instant, by: Duration) -> Instant {
-    crate::deadline_after(at, by)
 }
 
 /// A stream of evenly spaced ticks; made by [`interval`], [`interval_at`] or
@@ -221,11 +214,11 @@ impl Interval {
         let timeout = self.delay.deadline();
         let now = self.delay.now();
         let threshold = MISSED_THRESHOLD.max(self.delay.tick() + ALARM_LATENESS);
-        let next = if now > add_or_far(timeout, threshold) {
+        let next = if now > deadline_after(timeout, threshold) {
             self.missed_tick_behavior
                 .next_timeout(timeout, now, self.period)
         } else {
-            add_or_far(timeout, self.period)
+            deadline_after(timeout, self.period)
         };
         self.delay.reset_unregistered(next);
         Poll::Ready(timeout)
@@ -250,7 +243,7 @@ impl Interval {
     /// # }
     /// ```
     pub fn reset(&mut self) {
-        self.reset_at(add_or_far(self.delay.now(), self.period));
+        self.reset_at(deadline_after(self.delay.now(), self.period));
     }
 
     /// Makes the next tick due at once.
@@ -288,7 +281,7 @@ impl Interval {
     /// # }
     /// ```
     pub fn reset_after(&mut self, after: Duration) {
-        self.reset_at(add_or_far(self.delay.now(), after));
+        self.reset_at(deadline_after(self.delay.now(), after));
     }
 
     /// Makes the next tick due at `deadline`; the period counts from there.

@@ -143,7 +143,10 @@ pub mod __private {
 /// one of tokio's millisecond boundaries only one time in eight.
 const DEFAULT_TICK: Duration = Duration::from_micros(125);
 
-/// `now + duration`, or roughly 30 years after `now` if that overflows.
+/// `now + duration`, or roughly 30 years after `now` if that overflows:
+/// counted from `now`, which callers take from the clock their deadline is
+/// on (a timer's, an interval's previous tick), never from `Instant::now()`,
+/// which a manual timer's clock may be far ahead of.
 fn deadline_after(now: Instant, duration: Duration) -> Instant {
     now.checked_add(duration)
         .or_else(|| now.checked_add(Duration::from_secs(86_400 * 365 * 30)))

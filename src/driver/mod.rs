@@ -315,6 +315,15 @@ impl Control {
             None
         }
     }
+
+    /// The runner's [`callbacks_done`](Control::callbacks_done): uncounts
+    /// the callbacks it has `taken` since it last did (zeroing `taken`), and
+    /// keeps the self-reference to drop in `release` when none is left.
+    fn uncount_taken(&mut self, taken: &mut usize, release: &mut Option<Arc<Shared>>) {
+        if let Some(last) = self.callbacks_done(std::mem::take(taken)) {
+            *release = Some(last);
+        }
+    }
 }
 
 impl Inner {
@@ -981,10 +990,9 @@ impl Shared {
                         // Uncounted before any of them runs, so a callback
                         // reading `Stats::callbacks` does not find itself
                         // and its batch still counted (as `pending` does not).
-                        let done = std::mem::take(&mut callbacks_done);
-                        if let Some(last) = self.control.lock().callbacks_done(done) {
-                            release = Some(last);
-                        }
+                        let mut control = self.control.lock();
+                        control.uncount_taken(&mut callbacks_done, &mut release);
+                        drop(control);
                         batch.drain().for_each(|fire| self.fire(fire));
                         inner = shard.0.lock();
                     }
@@ -995,9 +1003,7 @@ impl Shared {
             }
             self.complete(now);
             let mut control = self.control.lock();
-            if let Some(last) = control.callbacks_done(std::mem::take(&mut callbacks_done)) {
-                release = Some(last);
-            }
+            control.uncount_taken(&mut callbacks_done, &mut release);
             if next == NEVER {
                 break;
             }
@@ -1008,7 +1014,8 @@ impl Shared {
             now = self.clock.now_tick(control.now());
         }
         if callbacks_done > 0 {
-            release = release.or(self.control.lock().callbacks_done(callbacks_done));
+            let mut control = self.control.lock();
+            control.uncount_taken(&mut callbacks_done, &mut release);
         }
         batch.drain().for_each(|fire| self.fire(fire));
         // The caller holds its own reference, so this is never the last.
