@@ -41,11 +41,11 @@ impl TimerHandle {
     /// `false` if it had already run (or started), been cancelled, or been
     /// handed back by [`Timer::shutdown`]. O(1).
     ///
-    /// A due callback is past cancelling once the driver has taken it to
-    /// run: it takes due callbacks in batches of up to 32 and runs them one
-    /// after another, so a callback that cancels another one due in the
-    /// same pass (a success cancelling its retry, both due) gets `false`,
-    /// and the other still runs.
+    /// A callback can be cancelled until the moment the driver starts it,
+    /// so one callback can cancel another due in the same pass (a success
+    /// cancelling its retry, both due) if that one has not run yet: the
+    /// driver takes due callbacks out of the wheel up to 32 at a time, and
+    /// claims each only just before running it.
     ///
     /// # Examples
     ///
@@ -59,7 +59,7 @@ impl TimerHandle {
         self.timer.shared().cancel_callback(self.key, &self.state)
     }
 
-    /// Whether the timer has taken the callback to run it. It may still be
+    /// Whether the timer has started the callback. It may still be
     /// running on another thread.
     ///
     /// # Examples

@@ -484,9 +484,10 @@ impl Timer {
     /// handles of the returned callbacks report
     /// [`is_cancelled`](TimerHandle::is_cancelled). A second call returns
     /// nothing. A runtime's shutdown does the same to its timers, dropping
-    /// the callbacks. Called from a callback, it cannot stop the others
-    /// that the driver has already taken to run in the same pass (see
-    /// [`TimerHandle::cancel`]): they still run, and are not handed back.
+    /// the callbacks. Called from a callback, it does not stop the others
+    /// the driver has already taken out of the wheel to run in the same
+    /// pass (up to 32 at a time): they still run, and are not handed back.
+    /// To stop one of those, [`cancel`](TimerHandle::cancel) it.
     ///
     /// # Examples
     ///

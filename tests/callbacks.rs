@@ -287,22 +287,76 @@ fn a_running_callback_never_finds_more_callbacks_counted_than_pending() {
 }
 
 #[test]
-fn a_callback_cancelling_a_sibling_due_in_the_same_pass_is_too_late() {
-    // What `TimerHandle::cancel` documents: both due in one pass, so the
-    // driver has taken the second to run before the first cancels it.
+fn a_callback_cancels_a_sibling_due_in_the_same_pass() {
+    // Netty's "the success cancels its retry", both due in one pass: the
+    // driver has taken the second out of the wheel with the first, in one
+    // batch, but not yet run it.
     let timer = manual();
+    let (ran, count) = counter();
+    let second = Arc::new(Mutex::new(None::<wheel::TimerHandle>));
+    let cancelled = Arc::new(Mutex::new(None));
+    let first = {
+        let (second, cancelled) = (second.clone(), cancelled.clone());
+        timer.schedule(Duration::from_secs(1), move || {
+            let handle = second.lock().unwrap().take().unwrap();
+            *cancelled.lock().unwrap() = Some((handle.cancel(), handle.cancel(), handle));
+        })
+    };
+    *second.lock().unwrap() = Some(timer.schedule(Duration::from_secs(1), count()));
+    timer.advance(Duration::from_secs(1));
+    let (stopped, again, handle) = cancelled.lock().unwrap().take().unwrap();
+    assert!(stopped, "the sibling was still waiting to run");
+    assert!(!again, "only the first cancel stops it");
+    assert_eq!(ran.load(Ordering::SeqCst), 0, "a cancelled callback ran");
+    assert!(handle.is_cancelled() && !handle.is_expired());
+    assert!(first.is_expired() && !first.is_cancelled());
+    let stats = timer.stats();
+    assert_eq!(
+        (stats.fired, stats.cancelled, stats.callbacks, stats.pending),
+        (1, 1, 0, 0),
+        "{stats:?}"
+    );
+}
+
+#[test]
+fn cancelling_a_sibling_that_already_ran_in_the_same_pass_is_too_late() {
+    // The other order: the sibling ran first, so there is nothing to stop.
+    let timer = manual();
+    let (ran, count) = counter();
+    let earlier = timer.schedule(Duration::from_secs(1), count());
+    let earlier = Arc::new(Mutex::new(Some(earlier)));
+    let cancelled = Arc::new(Mutex::new(None));
+    {
+        let (earlier, cancelled) = (earlier.clone(), cancelled.clone());
+        timer.schedule(Duration::from_secs(1), move || {
+            let handle = earlier.lock().unwrap().take().unwrap();
+            *cancelled.lock().unwrap() = Some(handle.cancel());
+        });
+    }
+    timer.advance(Duration::from_secs(1));
+    assert_eq!(*cancelled.lock().unwrap(), Some(false));
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+    let stats = timer.stats();
+    assert_eq!((stats.fired, stats.cancelled, stats.callbacks), (2, 0, 0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_runtime_timers_callback_cancels_a_sibling_due_in_the_same_pass() {
+    // Fired by the alarm, not by `advance`: the same batch, the same rule.
+    let timer = Timer::builder().build().unwrap();
     let (ran, count) = counter();
     let second = Arc::new(Mutex::new(None::<wheel::TimerHandle>));
     let cancelled = Arc::new(Mutex::new(None));
     {
         let (second, cancelled) = (second.clone(), cancelled.clone());
-        timer.schedule(Duration::from_secs(1), move || {
-            let handle = second.lock().unwrap().take().unwrap();
-            *cancelled.lock().unwrap() = Some(handle.cancel());
+        timer.schedule(Duration::from_millis(5), move || {
+            *cancelled.lock().unwrap() = Some(second.lock().unwrap().take().unwrap().cancel());
         });
     }
-    *second.lock().unwrap() = Some(timer.schedule(Duration::from_secs(1), count()));
-    timer.advance(Duration::from_secs(1));
-    assert_eq!(*cancelled.lock().unwrap(), Some(false));
-    assert_eq!(ran.load(Ordering::SeqCst), 1);
+    *second.lock().unwrap() = Some(timer.schedule(Duration::from_millis(5), count()));
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(*cancelled.lock().unwrap(), Some(true));
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
+    let stats = timer.stats();
+    assert_eq!((stats.fired, stats.cancelled, stats.callbacks), (1, 1, 0));
 }

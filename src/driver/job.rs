@@ -71,9 +71,15 @@ pub(crate) struct Callback {
     pub(crate) state: Arc<CallbackState>,
 }
 
-/// What a `TimerHandle` sees of its callback. `phase` changes only under the
-/// driver's lock, so the driver's fire and the handle's cancel cannot both
-/// win; it is read without the lock.
+/// What a `TimerHandle` sees of its callback.
+///
+/// `phase` leaves `PENDING` once, by compare-and-swap, so the driver's
+/// [`claim`](CallbackState::claim) and the handle's
+/// [`try_cancel`](CallbackState::try_cancel) cannot both win. A callback is
+/// `PENDING` for as long as it sits in the wheel *and* while the driver
+/// holds it in a batch, taken out but not yet run: the driver claims it
+/// only just before running it, so a callback that cancels a sibling due
+/// in the same pass still stops it.
 #[derive(Debug)]
 pub(crate) struct CallbackState {
     phase: AtomicU8,
@@ -82,7 +88,7 @@ pub(crate) struct CallbackState {
 
 /// The callback phases.
 pub(crate) const PENDING: u8 = 0;
-/// The driver has taken the callback to run it (it may still be running).
+/// The driver has claimed the callback to run it (it may still be running).
 pub(crate) const EXPIRED: u8 = 1;
 /// Cancelled by its handle, or dropped (or handed back) by a shutdown.
 pub(crate) const CANCELLED: u8 = 2;
@@ -99,9 +105,23 @@ impl CallbackState {
         self.phase.load(Ordering::Acquire)
     }
 
-    /// Call with the driver's lock held.
-    pub(crate) fn set_phase(&self, phase: u8) {
-        self.phase.store(phase, Ordering::Release);
+    /// `PENDING` to `phase`; `false` if it had already left `PENDING`.
+    fn leave_pending(&self, phase: u8) -> bool {
+        self.phase
+            .compare_exchange(PENDING, phase, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    /// The driver, about to run the callback: `false` if it was cancelled
+    /// first, and must not run.
+    pub(crate) fn claim(&self) -> bool {
+        self.leave_pending(EXPIRED)
+    }
+
+    /// Its handle, or a shutdown: `false` if the driver claimed it first
+    /// (or it was already cancelled).
+    pub(crate) fn try_cancel(&self) -> bool {
+        self.leave_pending(CANCELLED)
     }
 
     pub(crate) fn deadline(&self) -> Instant {
@@ -112,7 +132,8 @@ impl CallbackState {
 /// Work taken out of the wheel under the lock, done after releasing it.
 pub(crate) enum Fire {
     Wake(Waker),
-    Call(Box<dyn FnOnce() + Send>),
+    /// Still `PENDING`: run only if [`CallbackState::claim`] wins.
+    Call(Box<Callback>),
 }
 
 /// Wakers and callbacks collected before the lock is released to run them.

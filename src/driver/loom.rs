@@ -243,7 +243,10 @@ fn loom_concurrent_registrations_arm_the_earliest() {
 }
 
 /// Cancelling a callback while the driver fires it: it runs, or `cancel`
-/// returns true, never both and never neither.
+/// returns true, never both and never neither. The cancel may come while
+/// the callback is in the wheel, in the runner's batch (taken out, not yet
+/// claimed) or after it ran; it is counted fired or cancelled exactly once,
+/// and no longer counted pending either way.
 #[test]
 fn loom_callback_cancel_vs_fire() {
     loom::model(|| {
@@ -261,6 +264,10 @@ fn loom_callback_cancel_vs_fire() {
         assert_eq!(handle.is_cancelled(), cancelled);
         assert_eq!(handle.is_expired(), !cancelled);
         assert_empty(&timer);
+        let stats = timer.stats();
+        let counted = (stats.fired, stats.cancelled, stats.callbacks);
+        let expected = if cancelled { (0, 1, 0) } else { (1, 0, 0) };
+        assert_eq!(counted, expected, "{stats:?}");
     });
 }
 

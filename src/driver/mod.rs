@@ -168,9 +168,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use tokio::time::Instant;
 
 pub(crate) use clock::Clock;
-use job::{
-    held_waker, is_no_waker, Batch, Callback, CallbackState, Fire, Job, CANCELLED, EXPIRED, PENDING,
-};
+use job::{held_waker, is_no_waker, Batch, Callback, CallbackState, Fire, Job};
 pub(crate) use sentinel::Sentinel;
 
 use crate::error::Error;
@@ -366,10 +364,8 @@ impl Inner {
         self.fired += 1;
         match job {
             Job::Wake(waker) => (held_waker(waker).map(Fire::Wake), false),
-            Job::Call(callback) => {
-                callback.state.set_phase(EXPIRED);
-                (Some(Fire::Call(callback.run)), true)
-            }
+            // Left `PENDING`: claimed just before it runs (see `fire`).
+            Job::Call(callback) => (Some(Fire::Call(callback)), true),
         }
     }
 }
@@ -816,19 +812,30 @@ impl Shared {
     }
 
     /// Cancels a pending callback; `true` if that stopped it from running.
+    ///
+    /// A `PENDING` callback is in the wheel, or in a runner's batch: taken
+    /// out (and counted fired, and no longer pending) but not yet claimed to
+    /// run. Under the shard's lock, which the runner takes out entries
+    /// under, the two cannot change places. Winning the phase stops it
+    /// either way; only one still in the wheel is freed and uncounted here,
+    /// since the runner has already uncounted one it took.
     pub(crate) fn cancel_callback(&self, key: Key, state: &CallbackState) -> bool {
         let (shard, key) = self.locate(key);
         let mut inner = shard.lock();
-        // Phases change only under the shard's lock: fired, cancelled or
-        // handed back by a shutdown means there is nothing left to stop.
-        if state.phase() != PENDING {
+        // Run (or running), cancelled, or handed back by a shutdown: there
+        // is nothing left to stop.
+        if !state.try_cancel() {
             return false;
         }
-        state.set_phase(CANCELLED);
-        // As a `Sleep`'s: the closure goes now, the entry with a batch.
-        let job = inner.wheel.discard(key);
-        debug_assert!(matches!(job, Some(Job::Call(_))));
         inner.cancelled += 1;
+        // As a `Sleep`'s: the closure goes now, the entry with a batch.
+        let Some(job) = inner.wheel.discard(key) else {
+            // In a batch: the runner drops it unrun. It was counted fired
+            // when taken out; it was not.
+            inner.fired -= 1;
+            return true;
+        };
+        debug_assert!(matches!(job, Job::Call(_)));
         drop(inner);
         drop(job);
         let keep_alive = self.control.lock().callbacks_done(1);
@@ -1078,7 +1085,14 @@ impl Shared {
     fn fire(&self, fire: Fire) {
         let panicked = match fire {
             Fire::Wake(waker) => catch_unwind(AssertUnwindSafe(|| waker.wake())).is_err(),
-            Fire::Call(run) => catch_unwind(AssertUnwindSafe(run)).is_err(),
+            // Dropped unrun if its handle cancelled it while it sat in the
+            // batch (`cancel_callback`); a panicking drop is contained too.
+            Fire::Call(callback) => catch_unwind(AssertUnwindSafe(|| {
+                if callback.state.claim() {
+                    (callback.run)();
+                }
+            }))
+            .is_err(),
         };
         if panicked {
             self.panicked.fetch_add(1, Ordering::Relaxed);
@@ -1114,7 +1128,10 @@ impl Shared {
                         wakers.extend(held_waker(waker));
                     }
                     Job::Call(callback) => {
-                        callback.state.set_phase(CANCELLED);
+                        // In the wheel, so `PENDING`: only this and
+                        // `cancel_callback` (under this lock) leave it.
+                        let handed_back = callback.state.try_cancel();
+                        debug_assert!(handed_back, "a callback in the wheel is pending");
                         leftovers
                             .callbacks
                             .push((callback.state.deadline(), callback.run));
