@@ -161,6 +161,12 @@ impl Builder {
     /// rounded up to a power of two (so that two workers seldom land on one
     /// shard), at most 64.
     ///
+    /// A key gives `log2(shards)` of its 32 index bits to naming the shard,
+    /// so each shard holds at most `2^(32 - log2(shards)) - 1` entries (two
+    /// billion on two shards, 67 million on 64); a registration in a full
+    /// shard is refused with an error for which
+    /// [`is_at_capacity`](crate::error::Error::is_at_capacity) is true.
+    ///
     /// # Examples
     ///
     /// ```
@@ -223,8 +229,11 @@ impl Builder {
     /// # Errors
     ///
     /// A zero tick, a tick over `u64::MAX` nanoseconds, `slots_per_level` not
-    /// a power of two in `2..=4096`, or (unless the timer is
-    /// [`manual`](Builder::manual)) no runtime, or a runtime without timers.
+    /// a power of two in `2..=4096`, `shards` not a power of two in `1..=64`
+    /// or more than one with a [`max_pending`](Builder::max_pending) limit,
+    /// or (unless the timer is [`manual`](Builder::manual)) no runtime, or a
+    /// runtime without timers. [`BuildError`](crate::error::BuildError)'s
+    /// `is_*` predicates tell which.
     ///
     /// # Examples
     ///

@@ -194,7 +194,8 @@ impl fmt::Display for BuildError {
 impl std::error::Error for BuildError {}
 
 /// Why a [`Timer`](crate::Timer) refused new work: it has shut down, or it
-/// holds as many pending timers as [`Builder::max_pending`] allows.
+/// holds as many pending timers as [`Builder::max_pending`] allows (or, on
+/// a timer split into shards, as many as a shard can name).
 ///
 /// Returned by the fallible constructors ([`Timer::try_sleep`],
 /// [`Timer::try_schedule`], ...); their infallible twins panic with the same
@@ -227,6 +228,9 @@ pub struct Error {
 enum ErrorKind {
     ShutDown,
     AtCapacity(usize),
+    /// The calling thread's shard has no slab index left: see
+    /// [`Builder::shards`](crate::Builder::shards).
+    ShardFull(usize),
 }
 
 impl Error {
@@ -242,6 +246,12 @@ impl Error {
         }
     }
 
+    pub(crate) fn shard_full(capacity: usize) -> Error {
+        Error {
+            kind: ErrorKind::ShardFull(capacity),
+        }
+    }
+
     /// The timer has shut down: [`Timer::shutdown`](crate::Timer::shutdown)
     /// was called, or its runtime shut down.
     pub fn is_shutdown(&self) -> bool {
@@ -249,9 +259,13 @@ impl Error {
     }
 
     /// The timer already holds [`Builder::max_pending`](crate::Builder::max_pending)
-    /// pending timers.
+    /// pending timers, or the calling thread's shard holds as many entries
+    /// as its keys can name (see [`Builder::shards`](crate::Builder::shards)).
     pub fn is_at_capacity(&self) -> bool {
-        matches!(self.kind, ErrorKind::AtCapacity(_))
+        matches!(
+            self.kind,
+            ErrorKind::AtCapacity(_) | ErrorKind::ShardFull(_)
+        )
     }
 }
 
@@ -264,6 +278,11 @@ impl fmt::Display for Error {
             ErrorKind::AtCapacity(max) => write!(
                 f,
                 "the timer is at capacity: {max} pending timers (Builder::max_pending)"
+            ),
+            ErrorKind::ShardFull(capacity) => write!(
+                f,
+                "the timer's shard for this thread is full: {capacity} entries, as many as \
+                 its keys can name (fewer shards, Builder::shards, leave each more room)"
             ),
         }
     }

@@ -211,9 +211,11 @@ fn a_zero_limit_refuses_everything_but_what_is_already_due() {
 /// A sleep's first poll that makes it its shard's earliest deadline runs
 /// the runner on the polling thread, with the shard's lock released. If the
 /// timer shuts down meanwhile (here: a due callback in another shard, run
-/// by that runner, shuts it down), the shutdown has already woken what the
-/// entry held, a no-op waker; the poll must not then leave its task's waker
-/// there and return `Pending`, or the task hangs. It reports the shutdown.
+/// by that runner, shuts it down), the shutdown has counted the entry as a
+/// sleep that never completed and woken what it held, a no-op waker. The
+/// sleep is then pending on a shut-down timer, as the shutdown reported:
+/// the poll wakes its task at once (or it would hang), and the next poll
+/// reports the shutdown.
 #[test]
 #[should_panic(expected = "the timer has shut down")]
 fn a_shutdown_while_a_sleep_registers_is_reported_not_hung() {
@@ -234,6 +236,8 @@ fn a_shutdown_while_a_sleep_registers_is_reported_not_hung() {
     std::thread::sleep(Duration::from_millis(5));
     let _runtime = rt.enter();
     let mut sleep = task::spawn(timer.sleep(Duration::from_secs(10)));
+    assert_pending!(sleep.poll());
+    assert!(sleep.is_woken(), "left waiting on a shut-down timer");
     let _ = sleep.poll();
 }
 

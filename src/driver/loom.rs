@@ -305,6 +305,39 @@ fn loom_shutdown_vs_registration() {
     });
 }
 
+/// Shutdown racing the registration of a timer's first (so earliest)
+/// sleep, which releases the shard's lock to notify the runner and takes
+/// it again: the sleep is refused and not counted, or accepted and counted
+/// as never run, and then woken so that its task learns of the shutdown.
+#[test]
+fn loom_shutdown_vs_first_registration() {
+    loom::model(|| {
+        let (timer, start) = manual();
+        let other = timer.clone();
+        let register = thread::spawn(move || {
+            let (flag, waker) = flag();
+            let mut sleep = other.sleep_until(start + ms(10));
+            let registered =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| poll(&mut sleep, &waker)));
+            // Returned, so that dropping it does not cancel its entry
+            // before the shutdown looks.
+            (registered.is_ok(), flag, sleep)
+        });
+        let unfired = timer.shutdown();
+        let (accepted, flag, sleep) = register.join().unwrap();
+        if accepted {
+            assert_eq!(unfired.sleeps, 1, "an accepted sleep was not counted");
+            assert!(
+                woken(&flag),
+                "an accepted sleep was left waiting on a shut-down timer"
+            );
+        } else {
+            assert_eq!(unfired.sleeps, 0, "a refused sleep was counted");
+        }
+        drop(sleep);
+    });
+}
+
 /// Shards: a registration in one shard racing a runner that is processing
 /// the other (or has just looked at this one). Whatever the order, the
 /// runner ends armed for the registration, and firing it wakes the task.

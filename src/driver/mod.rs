@@ -343,7 +343,7 @@ impl Inner {
         } else if self.wheel.scheduled() >= max_pending {
             Err(Error::at_capacity(max_pending))
         } else if self.wheel.len() >= shard_capacity && self.full_after_flush(shard_capacity) {
-            Err(Error::at_capacity(shard_capacity))
+            Err(Error::shard_full(shard_capacity))
         } else {
             Ok(())
         }
@@ -617,12 +617,17 @@ impl Shared {
         let mut inner = shard.lock();
         if inner.shut_down {
             // Shut down while the lock was released (by a callback the
-            // runner just ran, or by another thread): the shutdown has
-            // already woken what it found here, the no-op waker, so a waker
-            // stored now would never be woken. Refuse, as a registration
-            // after the shutdown would be, and free the entry it left.
-            inner.wheel.remove(local);
-            return Registration::Refused(Error::shut_down());
+            // runner just ran, or by another thread). The shutdown found the
+            // entry pending and counted it among the sleeps that never
+            // completed, but woke only the no-op waker it held: so it stays
+            // pending, as the shutdown reported, and its task is woken here
+            // to learn of the shutdown, as the shutdown's own wake would
+            // have had it.
+            drop(inner);
+            if let Some(waker) = waker {
+                waker.wake_by_ref();
+            }
+            return Registration::Pending(self.key(home, local));
         }
         match inner.wheel.value_mut(local) {
             Some(Job::Wake(slot)) => {
@@ -1223,5 +1228,54 @@ impl Wake for AlarmWaker {
         if let Some(shared) = self.0.upgrade() {
             shared.notify();
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// A manual timer of two shards whose shards each hold `capacity`
+    /// entries: the real limit (2^31 - 1) is too large to reach in a test.
+    fn two_shards_holding(capacity: usize) -> Shared {
+        let mut shared = Shared::new_manual(Geometry {
+            clock: Clock::new(Instant::now(), Duration::from_millis(1)),
+            slots_per_level: 64,
+            max_pending: usize::MAX,
+            shards: 2,
+        });
+        shared.shard_capacity = capacity;
+        shared
+    }
+
+    #[test]
+    fn a_full_shard_refuses_with_an_error_that_names_the_shard() {
+        let shared = two_shards_holding(2);
+        let deadline = shared.now() + Duration::from_secs(1);
+        let tick = shared.clock().deadline_tick(deadline);
+        let keys: Vec<_> = (0..2)
+            .map(|_| match shared.register(deadline, tick, None) {
+                Registration::Pending(key) => key,
+                other => panic!("refused below capacity: {other:?}"),
+            })
+            .collect();
+        let Registration::Refused(error) = shared.register(deadline, tick, None) else {
+            panic!("a full shard took a third entry");
+        };
+        assert!(error.is_at_capacity(), "{error}");
+        let message = error.to_string();
+        assert!(
+            message.contains("shard") && message.contains("2 entries"),
+            "{message}"
+        );
+        assert!(!message.contains("max_pending"), "{message}");
+        // A cancelled entry, freed only with its batch, still makes room.
+        shared.cancel(keys[0]);
+        assert!(matches!(
+            shared.register(deadline, tick, None),
+            Registration::Pending(_)
+        ));
     }
 }
