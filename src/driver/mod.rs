@@ -14,8 +14,8 @@
 //!   `wheel/discard.rs`). So dropping a `Sleep` leaves nothing behind for
 //!   long, and a fired one holds no slab slot while it waits to be polled.
 //! - a callback's entry holds the closure. The driver owns it: it removes the
-//!   entry when it fires (and runs the closure) or when its `TimerHandle`
-//!   cancels it. While a runtime timer has pending callbacks it holds a
+//!   entry when it fires (and runs the closure, unless its `TimerHandle`
+//!   cancels it between) or when its `TimerHandle` cancels it. While a runtime timer has pending callbacks it holds a
 //!   strong reference to itself (`keep_alive`), so a callback scheduled and
 //!   forgotten still runs after every handle is dropped; the cycle is broken
 //!   when the last callback fires or is cancelled, or at shutdown.
@@ -126,8 +126,11 @@
 //!
 //! # Locks
 //!
-//! A shard's lock guards its wheel, its counters and the phase of every
-//! callback in it. `Shared::control` guards the alarm, the manual time, the
+//! A shard's lock guards its wheel and its counters. A callback's phase
+//! leaves `PENDING` by compare-and-swap (see `job.rs`): a cancel swaps it
+//! under the shard's lock, so it knows whether the callback is still in
+//! the wheel; the runner swaps it outside any lock, just before running a
+//! callback it took out earlier. `Shared::control` guards the alarm, the manual time, the
 //! sentinel and the callback count with its keep-alive. No code holds a
 //! shard's lock and then takes `control`, or the other way round, except a
 //! registration on a manual timer, which reads the manual time (shard,
