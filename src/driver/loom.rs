@@ -271,6 +271,35 @@ fn loom_callback_cancel_vs_fire() {
     });
 }
 
+/// Scheduling a callback on a manual timer while another thread advances
+/// past its deadline: it runs once, on the advancing thread or at the
+/// next advance, never on the scheduling thread inside `schedule` (where
+/// the caller may hold a lock the callback takes).
+#[test]
+fn loom_schedule_vs_advance_never_runs_inline() {
+    loom::model(|| {
+        let (timer, start) = manual();
+        let advancer = timer.clone();
+        let advance = thread::spawn(move || advancer.advance_to(start + ms(10)));
+        let scheduler = thread::current().id();
+        let scheduling = Arc::new(AtomicBool::new(true));
+        let inline = Arc::new(AtomicBool::new(false));
+        let (during, seen) = (scheduling.clone(), inline.clone());
+        let handle = timer.schedule_at(start + ms(10), move || {
+            if during.load(Ordering::SeqCst) && thread::current().id() == scheduler {
+                seen.store(true, Ordering::SeqCst);
+            }
+        });
+        scheduling.store(false, Ordering::SeqCst);
+        advance.join().unwrap();
+        assert!(!inline.load(Ordering::SeqCst), "ran inside schedule");
+        // Scheduled after the advance processed its tick: due at the next.
+        timer.advance_to(start + ms(11));
+        assert!(handle.is_expired());
+        assert_eq!(timer.stats().callbacks, 0);
+    });
+}
+
 /// Shutdown racing a registration: the callback is either refused or handed
 /// back by the shutdown, never lost and never run; the same for a sleep.
 #[test]

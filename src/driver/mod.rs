@@ -797,24 +797,18 @@ impl Shared {
         let local = inner.wheel.insert(tick, job);
         let notify = inner.pull_in(tick);
         drop(inner);
-        if notify {
-            match &self.runtime {
-                // Not from here: a runtime timer's wheel lags its clock while
-                // its alarm is idle, so a runner started on this stack could
-                // fire this very callback before `schedule` has returned its
-                // handle (and inside any lock the caller holds). A task on
-                // the timer's runtime runs it instead, where callbacks run.
-                Some(runtime) => {
-                    let shared = Arc::clone(self);
-                    drop(runtime.handle.spawn(async move { shared.notify() }));
-                }
-                // A manual timer's wheel is at its clock whenever no
-                // `advance` is under way (it processes up to the new time
-                // before returning), so the tick is still in the future for
-                // the runner started here. (If another thread is advancing
-                // past it at this moment, the callback is due either way.)
-                None => self.notify(),
-            }
+        // Never a runner started here: it could fire this very callback
+        // before `schedule` has returned its handle, inside any lock the
+        // caller holds. A runtime timer's wheel lags its clock while its
+        // alarm is idle, so a task on the timer's runtime re-arms the alarm
+        // instead, where callbacks run. A manual timer has no alarm to
+        // re-arm: its next `advance` looks at the wheels itself, and an
+        // `advance` under way on another thread either finds the entry or
+        // has processed its tick already, which `elapsed` above then put
+        // the callback after.
+        if let (true, Some(runtime)) = (notify, &self.runtime) {
+            let shared = Arc::clone(self);
+            drop(runtime.handle.spawn(async move { shared.notify() }));
         }
         Ok((self.key(home, local), state))
     }
