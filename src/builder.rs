@@ -125,8 +125,9 @@ impl Builder {
     /// ...) return an [`Error`](crate::error::Error) for which
     /// [`is_at_capacity`](crate::error::Error::is_at_capacity) is true, and
     /// the infallible ones panic (a [`Sleep`](crate::Sleep) when first
-    /// polled). Unlimited by default. Resetting a timer that already has an
-    /// entry never counts against the limit.
+    /// polled). Unlimited by default, apart from the cap on each shard of a
+    /// timer split into shards (see [`shards`](Builder::shards)). Resetting
+    /// a timer that already has an entry never counts against the limit.
     ///
     /// # Examples
     ///

@@ -77,8 +77,9 @@ const NEVER: u64 = u64::MAX;
 /// after that it is *stale*, even once its slot is reused: [`try_remove`]
 /// returns `None`, and [`remove`], [`reset`], [`reset_at`] and
 /// [`deadline`] panic with a message saying the key is stale. Keys carry a
-/// 32-bit generation, so a stale key could only alias a new entry if it were
-/// kept across 2^32 - 1 further inserts that all reused its slot.
+/// 32-bit generation, counted over the whole queue, so a stale key could
+/// only alias a new entry in its slot if that entry's insert came exactly a
+/// multiple of 2^32 - 1 inserts after its own.
 ///
 /// # An empty queue
 ///
@@ -352,9 +353,11 @@ impl<T> DelayQueue<T> {
         self.wake_if_before(tick);
     }
 
-    /// Removes the entry and returns its value. If that empties the queue, a
-    /// task waiting in [`poll_expired`](DelayQueue::poll_expired) is woken
-    /// to see `Ready(None)`.
+    /// Removes the entry and returns it as an [`Expired`], as tokio-util's
+    /// `remove` does: its value ([`into_inner`](Expired::into_inner)), its
+    /// deadline and its (now stale) key. If that empties the queue, a task
+    /// waiting in [`poll_expired`](DelayQueue::poll_expired) is woken to see
+    /// `Ready(None)`.
     ///
     /// # Panics
     ///
@@ -370,20 +373,21 @@ impl<T> DelayQueue<T> {
     /// # async fn main() {
     /// let mut queue = wheel::DelayQueue::new();
     /// let key = queue.insert("conn", Duration::from_secs(1));
-    /// assert_eq!(queue.remove(&key), "conn");
+    /// let removed = queue.remove(&key);
+    /// assert_eq!((removed.key(), removed.into_inner()), (key, "conn"));
     /// assert!(queue.is_empty());
     /// # }
     /// ```
     #[track_caller]
-    pub fn remove(&mut self, key: &Key) -> T {
+    pub fn remove(&mut self, key: &Key) -> Expired<T> {
         match self.try_remove(key) {
-            Some(value) => value,
+            Some(removed) => removed,
             None => stale_key("remove"),
         }
     }
 
-    /// Removes the entry and returns its value, or `None` if `key` is stale
-    /// (the entry was already yielded, removed or cleared).
+    /// Removes the entry and returns it, or `None` if `key` is stale (the
+    /// entry was already yielded, removed or cleared).
     ///
     /// # Examples
     ///
@@ -394,17 +398,21 @@ impl<T> DelayQueue<T> {
     /// # async fn main() {
     /// let mut queue = wheel::DelayQueue::new();
     /// let key = queue.insert("conn", Duration::from_secs(1));
-    /// assert_eq!(queue.try_remove(&key), Some("conn"));
-    /// assert_eq!(queue.try_remove(&key), None);
+    /// assert_eq!(queue.try_remove(&key).map(|e| e.into_inner()), Some("conn"));
+    /// assert!(queue.try_remove(&key).is_none());
     /// # }
     /// ```
-    pub fn try_remove(&mut self, key: &Key) -> Option<T> {
+    pub fn try_remove(&mut self, key: &Key) -> Option<Expired<T>> {
         let item = self.wheel.remove(key.0)?;
         if self.wheel.len() == 0 {
             self.disarm();
             self.wake();
         }
-        Some(item.value)
+        Some(Expired {
+            value: item.value,
+            deadline: item.deadline,
+            key: *key,
+        })
     }
 
     /// The deadline the entry was given (before rounding up to a tick).
@@ -523,11 +531,27 @@ impl<T> DelayQueue<T> {
     /// let key = queue.insert("kept", std::time::Duration::from_secs(1));
     /// queue.shrink_to_fit();
     /// assert!(queue.capacity() < 10_000);
-    /// assert_eq!(queue.remove(&key), "kept");
+    /// assert_eq!(queue.remove(&key).into_inner(), "kept");
     /// # }
     /// ```
     pub fn shrink_to_fit(&mut self) {
         self.wheel.shrink_to_fit();
+    }
+
+    /// tokio-util's name for [`shrink_to_fit`](DelayQueue::shrink_to_fit).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut queue: wheel::DelayQueue<()> = wheel::DelayQueue::with_capacity(10_000);
+    /// queue.compact();
+    /// assert!(queue.capacity() < 10_000);
+    /// # }
+    /// ```
+    pub fn compact(&mut self) {
+        self.shrink_to_fit();
     }
 
     /// Drops every entry; every key handed out so far becomes stale. A task
@@ -543,7 +567,7 @@ impl<T> DelayQueue<T> {
     /// let key = queue.insert("a", std::time::Duration::from_secs(1));
     /// queue.clear();
     /// assert!(queue.is_empty());
-    /// assert_eq!(queue.try_remove(&key), None);
+    /// assert!(queue.try_remove(&key).is_none());
     /// # }
     /// ```
     pub fn clear(&mut self) {
@@ -624,7 +648,16 @@ impl<T> DelayQueue<T> {
             let next = wheel
                 .next_expiration()
                 .expect("a non-empty queue has a next expiration");
-            let Some(at) = clock.instant_at(next) else {
+            // Tick `u64::MAX`, where deadlines beyond the clock's range are
+            // clamped, never comes either (`now_tick` stops short of it),
+            // even once the clock has passed the instant it names: arming
+            // a sleep for it would complete at once and spin.
+            let at = if next == NEVER {
+                None
+            } else {
+                clock.instant_at(next)
+            };
+            let Some(at) = at else {
                 // Beyond what `Instant` can express: it never comes. Only an
                 // insert or reset (which wakes us, nothing being armed) can
                 // change that.
@@ -774,8 +807,9 @@ impl fmt::Debug for Key {
     }
 }
 
-/// An entry yielded by a [`DelayQueue`] once its deadline passed: the value,
-/// the deadline it was given and the key it had (now stale).
+/// An entry yielded by a [`DelayQueue`] once its deadline passed (or taken
+/// out by [`remove`](DelayQueue::remove)): the value, the deadline it was
+/// given and the key it had (now stale).
 ///
 /// # Examples
 ///
@@ -886,7 +920,7 @@ impl<T> Expired<T> {
     /// let key = queue.insert((), std::time::Duration::ZERO);
     /// let expired = queue.next().await.unwrap();
     /// assert_eq!(expired.key(), key);
-    /// assert_eq!(queue.try_remove(&key), None);
+    /// assert!(queue.try_remove(&key).is_none());
     /// # }
     /// ```
     pub fn key(&self) -> Key {

@@ -252,7 +252,9 @@ impl Timer {
     ///
     /// # Errors
     ///
-    /// The timer has shut down, or holds `max_pending` pending timers.
+    /// The timer has shut down, or holds `max_pending` pending timers
+    /// (unless the deadline has already passed: see
+    /// [`shutdown`](Timer::shutdown)).
     ///
     /// # Examples
     ///
@@ -276,7 +278,9 @@ impl Timer {
     ///
     /// # Errors
     ///
-    /// The timer has shut down, or holds `max_pending` pending timers.
+    /// The timer has shut down, or holds `max_pending` pending timers
+    /// (unless the deadline has already passed: see
+    /// [`shutdown`](Timer::shutdown)).
     ///
     /// # Examples
     ///
@@ -304,7 +308,9 @@ impl Timer {
     ///
     /// # Errors
     ///
-    /// The timer has shut down, or holds `max_pending` pending timers.
+    /// The timer has shut down, or holds `max_pending` pending timers
+    /// (unless the deadline has already passed: see
+    /// [`shutdown`](Timer::shutdown)).
     ///
     /// # Examples
     ///
@@ -329,7 +335,9 @@ impl Timer {
     ///
     /// # Errors
     ///
-    /// The timer has shut down, or holds `max_pending` pending timers.
+    /// The timer has shut down, or holds `max_pending` pending timers
+    /// (unless the deadline has already passed: see
+    /// [`shutdown`](Timer::shutdown)).
     ///
     /// # Examples
     ///
@@ -477,7 +485,9 @@ impl Timer {
     ///
     /// Afterwards the timer refuses new work: the `try_*` constructors
     /// return an error for which [`is_shutdown`](Error::is_shutdown) is
-    /// true, and the others panic. Every pending [`Sleep`] (and so every
+    /// true, and the others panic. A sleep or timeout whose deadline has
+    /// already passed is the exception: it needs no timer to complete, so
+    /// it is made, and completes, as on a running timer. Every pending [`Sleep`] (and so every
     /// pending [`Timeout`] and [`Interval`]) is woken and panics when polled,
     /// with a message saying the timer has shut down, rather than hang or
     /// complete before its deadline; drop them instead of polling them. The

@@ -30,7 +30,8 @@ use crate::driver::Leftovers;
 #[derive(Debug, Default)]
 #[non_exhaustive]
 pub struct Unfired {
-    /// The callbacks that were scheduled and had not run, in deadline order.
+    /// The callbacks that were scheduled and had not run, in deadline order
+    /// (those with one deadline in the order they were scheduled).
     pub callbacks: Vec<UnfiredCallback>,
     /// How many sleeps were registered and had not fired. They are woken,
     /// and panic when polled; see [`Timer::shutdown`](crate::Timer::shutdown).

@@ -65,7 +65,7 @@ async fn tokio_6751_removing_the_last_entry_wakes_the_waiting_task() {
     queue.remove(&a);
     // Not the last: the next poll would still be `Pending`.
     assert_pending!(poll(&mut queue));
-    assert_eq!(queue.try_remove(&b), Some("b"));
+    assert_eq!(queue.try_remove(&b).map(Expired::into_inner), Some("b"));
     assert!(
         queue.is_woken(),
         "removing the last entry must wake the task"
@@ -295,18 +295,18 @@ async fn an_empty_queue_is_ready_none_and_an_insert_wakes_it() {
 async fn stale_keys_never_touch_another_entry() {
     let mut queue = task::spawn(DelayQueue::new());
     let a = queue.insert("a", ms(5));
-    assert_eq!(queue.remove(&a), "a");
+    assert_eq!(queue.remove(&a).into_inner(), "a");
     let b = queue.insert("b", ms(5));
     assert_ne!(a, b, "the slot is reused under a new generation");
-    assert_eq!(queue.try_remove(&a), None);
+    assert!(queue.try_remove(&a).is_none());
     assert_eq!(queue.deadline(&b) - Instant::now(), ms(5));
     time::advance(ms(5)).await;
     let expired = assert_ready!(poll(&mut queue)).unwrap();
     assert_eq!(expired.key(), b);
-    assert_eq!(queue.try_remove(&b), None, "yielded: stale");
+    assert!(queue.try_remove(&b).is_none(), "yielded: stale");
     let c = queue.insert("c", ms(1));
     queue.clear();
-    assert_eq!(queue.try_remove(&c), None, "cleared: stale");
+    assert!(queue.try_remove(&c).is_none(), "cleared: stale");
     assert!(queue.is_empty());
 }
 
@@ -395,7 +395,7 @@ async fn capacity_reserve_and_shrink() {
     }
     queue.shrink_to_fit();
     assert!(queue.capacity() < 1000);
-    assert_eq!(queue.remove(&keys[0]), 0);
+    assert_eq!(queue.remove(&keys[0]).into_inner(), 0);
     queue.reserve(10);
     assert!(queue.capacity() >= 10);
 }
@@ -504,7 +504,7 @@ fn run_model(ops: Vec<Op>) {
                         continue;
                     }
                     let l = live.swap_remove(pick % live.len());
-                    assert_eq!(queue.remove(&l.key), l.id);
+                    assert_eq!(queue.remove(&l.key).into_inner(), l.id);
                     live.is_empty()
                 }
                 Op::Clear => {
@@ -620,4 +620,38 @@ async fn a_passed_deadline_is_due_at_once_mid_tick() {
     time::advance(ms(6)).await;
     let expired = assert_ready!(poll.enter(|cx, _| queue.poll_expired(cx))).unwrap();
     assert_eq!(expired.key(), soon);
+}
+
+/// A queue whose timer's clock has passed the wheel's range (a 1 ns tick,
+/// 600 years on): an entry clamped to the tick that never comes leaves the
+/// task parked, as a plain `Sleep` would, rather than waking it on every
+/// poll.
+#[test]
+fn a_queue_past_its_clocks_range_does_not_spin() {
+    let timer = Timer::builder()
+        .manual()
+        .tick(Duration::from_nanos(1))
+        .build()
+        .unwrap();
+    let mut queue = task::spawn(DelayQueue::with_timer(timer.clone()));
+    timer.advance(Duration::from_secs(600 * 365 * 86_400));
+    queue.insert("never", Duration::from_secs(1));
+    for _ in 0..3 {
+        assert_pending!(queue.enter(|cx, mut q| q.poll_expired(cx)));
+        assert!(!queue.is_woken(), "the queue woke itself: a busy loop");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn remove_hands_back_the_entry_as_tokio_utils_does() {
+    let mut queue = DelayQueue::new();
+    let at = time::Instant::now() + ms(7);
+    let key = queue.insert_at("conn", at);
+    let removed: Expired<&str> = queue.remove(&key);
+    assert_eq!((removed.key(), removed.deadline()), (key, at));
+    assert_eq!(removed.into_inner(), "conn");
+    let key = queue.insert("again", ms(1));
+    let removed = queue.try_remove(&key).expect("pending");
+    assert_eq!((removed.key(), *removed.get_ref()), (key, "again"));
+    assert!(queue.try_remove(&key).is_none());
 }

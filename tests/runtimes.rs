@@ -1063,3 +1063,19 @@ fn a_runtime_timers_clock_is_its_runtimes_from_any_context() {
     assert_pending!(sleep.poll());
     assert_eq!(sleep.deadline(), deadline);
 }
+
+/// What the README says of a timer built off tokio's millisecond grid (here
+/// 300 µs into a paused runtime): a sleep due on tokio's grid wakes at most
+/// 1 ms after tokio's own, never before.
+#[tokio::test(start_paused = true)]
+async fn a_timer_built_off_tokios_grid_wakes_within_a_millisecond_of_tokio_never_before() {
+    tokio::time::advance(Duration::from_micros(300)).await;
+    let built = tokio::time::Instant::now();
+    let deadline = built - Duration::from_micros(300) + Duration::from_millis(10);
+    let mut ours = tokio_test::task::spawn(wheel::sleep_until(deadline));
+    tokio_test::assert_pending!(ours.poll());
+    tokio::time::advance(deadline - built - Duration::from_micros(1)).await;
+    assert!(!ours.is_woken(), "woken before its deadline");
+    tokio::time::advance(Duration::from_millis(1) + Duration::from_micros(1)).await;
+    assert!(ours.is_woken(), "more than 1 ms after its deadline");
+}

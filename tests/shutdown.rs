@@ -1,7 +1,7 @@
 //! `Timer::shutdown` and `Builder::max_pending`.
 
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio_test::{assert_pending, assert_ready, task};
@@ -260,4 +260,23 @@ fn after_a_shutdown_nothing_is_left_pending_once_the_sleeps_are_dropped() {
     drop(sleep);
     let stats = timer.stats();
     assert_eq!((stats.pending, stats.entries), (0, 0), "{stats:?}");
+}
+
+#[test]
+fn unfired_callbacks_with_one_deadline_come_back_in_the_order_they_were_scheduled() {
+    let timer = manual();
+    // Two slab slots freed, which the slab reuses last first.
+    timer.schedule(Duration::from_secs(1), || {});
+    timer.schedule(Duration::from_secs(2), || {});
+    timer.advance(Duration::from_secs(2));
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let at = timer.now() + Duration::from_secs(5);
+    for name in ["first", "second", "third"] {
+        let order = order.clone();
+        timer.schedule_at(at, move || order.lock().unwrap().push(name));
+    }
+    for callback in timer.shutdown().callbacks {
+        callback.run();
+    }
+    assert_eq!(*order.lock().unwrap(), ["first", "second", "third"]);
 }

@@ -84,6 +84,9 @@ pub(crate) struct Callback {
 pub(crate) struct CallbackState {
     phase: AtomicU8,
     deadline: Instant,
+    /// The order it was scheduled in, among its timer's callbacks: what
+    /// orders callbacks with one deadline when a shutdown hands them back.
+    seq: u64,
 }
 
 /// The callback phases.
@@ -94,10 +97,11 @@ pub(crate) const EXPIRED: u8 = 1;
 pub(crate) const CANCELLED: u8 = 2;
 
 impl CallbackState {
-    pub(crate) fn new(deadline: Instant) -> CallbackState {
+    pub(crate) fn new(deadline: Instant, seq: u64) -> CallbackState {
         CallbackState {
             phase: AtomicU8::new(PENDING),
             deadline,
+            seq,
         }
     }
 
@@ -126,6 +130,12 @@ impl CallbackState {
 
     pub(crate) fn deadline(&self) -> Instant {
         self.deadline
+    }
+
+    /// The order callbacks run in: by deadline, and those with one deadline
+    /// in the order they were scheduled.
+    pub(crate) fn run_order(&self) -> (Instant, u64) {
+        (self.deadline, self.seq)
     }
 }
 

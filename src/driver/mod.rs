@@ -38,7 +38,10 @@
 //! timers, inside the runtime's park step, so tokio's paused clock drives the
 //! wheel with tokio's own semantics: after `tokio::time::advance(d).await`
 //! every wheel timer due by then has already woken its task, just as a
-//! `tokio::time::Sleep` would have. A driver *task* could not promise that,
+//! `tokio::time::Sleep` would have (when the wheel's tick grid, which starts
+//! where the timer was built, lines up with tokio's millisecond grid; if
+//! not, the alarm's rounding to tokio's millisecond comes on top of the
+//! tick's, up to 1 ms later). A driver *task* could not promise that,
 //! because it would run only after the task that called `advance` had been
 //! polled again.
 //!
@@ -282,6 +285,8 @@ struct Control {
     /// alive while there are any.
     callbacks: usize,
     keep_alive: Option<Arc<Shared>>,
+    /// Callbacks ever scheduled: see [`CallbackState::run_order`].
+    scheduled: u64,
 }
 
 /// Where a timer's time comes from.
@@ -476,6 +481,7 @@ impl Shared {
                 sentinel: None,
                 callbacks: 0,
                 keep_alive: None,
+                scheduled: 0,
             }),
             run_state: AtomicU8::new(0),
             shut_down: AtomicBool::new(false),
@@ -767,20 +773,22 @@ impl Shared {
         deadline: Instant,
         run: Box<dyn FnOnce() + Send>,
     ) -> Result<(Key, Arc<CallbackState>), Error> {
-        let state = Arc::new(CallbackState::new(deadline));
-        let job = Job::Call(Box::new(Callback {
-            run,
-            state: state.clone(),
-        }));
         // Counted first, so the runner, which counts it done once it has
         // run, never sees the count short.
-        {
+        let seq = {
             let mut control = self.control.lock();
             control.callbacks += 1;
             if self.runtime.is_some() && control.keep_alive.is_none() {
                 control.keep_alive = Some(self.clone());
             }
-        }
+            control.scheduled += 1;
+            control.scheduled
+        };
+        let state = Arc::new(CallbackState::new(deadline, seq));
+        let job = Job::Call(Box::new(Callback {
+            run,
+            state: state.clone(),
+        }));
         let home = self.home();
         let mut inner = self.shards[home].0.lock();
         if let Err(refused) = inner.admit(self.max_pending, self.shard_capacity) {
@@ -1110,6 +1118,7 @@ impl Shared {
             callbacks: Vec::new(),
             sleeps: 0,
         };
+        let mut callbacks = Vec::new();
         if self.shut_down.swap(true, Ordering::AcqRel) {
             return leftovers;
         }
@@ -1134,15 +1143,18 @@ impl Shared {
                         // `cancel_callback` (under this lock) leave it.
                         let handed_back = callback.state.try_cancel();
                         debug_assert!(handed_back, "a callback in the wheel is pending");
-                        leftovers
-                            .callbacks
-                            .push((callback.state.deadline(), callback.run));
+                        callbacks.push((callback.state.run_order(), callback.run));
                     }
                 }
             }
         }
-        // Deadline order, as they would have run.
-        leftovers.callbacks.sort_by_key(|(deadline, _)| *deadline);
+        // In the order they would have run: the slab's order is not it (it
+        // reuses freed slots last first).
+        callbacks.sort_by_key(|(order, _)| *order);
+        leftovers.callbacks = callbacks
+            .into_iter()
+            .map(|((deadline, _), run)| (deadline, run))
+            .collect();
         let (keep_alive, sentinel) = {
             let mut control = self.control.lock();
             let keep_alive = control.callbacks_done(leftovers.callbacks.len());
