@@ -44,7 +44,7 @@ impl Unfired {
             callbacks: leftovers
                 .callbacks
                 .into_iter()
-                .map(|(deadline, run)| UnfiredCallback { deadline, run })
+                .map(|((deadline, _), run)| UnfiredCallback { deadline, run })
                 .collect(),
             sleeps: leftovers.sleeps,
         }

@@ -89,6 +89,9 @@ pub(crate) struct CallbackState {
     seq: u64,
 }
 
+/// A callback's deadline and its place among those scheduled on its timer.
+pub(crate) type RunOrder = (Instant, u64);
+
 /// The callback phases.
 pub(crate) const PENDING: u8 = 0;
 /// The driver has claimed the callback to run it (it may still be running).
@@ -134,7 +137,7 @@ impl CallbackState {
 
     /// The order callbacks run in: by deadline, and those with one deadline
     /// in the order they were scheduled.
-    pub(crate) fn run_order(&self) -> (Instant, u64) {
+    pub(crate) fn run_order(&self) -> RunOrder {
         (self.deadline, self.seq)
     }
 }

@@ -174,7 +174,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use tokio::time::Instant;
 
 pub(crate) use clock::Clock;
-use job::{held_waker, is_no_waker, Batch, Callback, CallbackState, Fire, Job};
+use job::{held_waker, is_no_waker, Batch, Callback, CallbackState, Fire, Job, RunOrder};
 pub(crate) use sentinel::Sentinel;
 
 use crate::error::Error;
@@ -414,7 +414,8 @@ pub(crate) enum Reset {
 
 /// The outcome of [`Shared::shut_down`]: what will never run.
 pub(crate) struct Leftovers {
-    pub(crate) callbacks: Vec<(Instant, Box<dyn FnOnce() + Send>)>,
+    /// In the order they would have run ([`CallbackState::run_order`]).
+    pub(crate) callbacks: Vec<(RunOrder, Box<dyn FnOnce() + Send>)>,
     pub(crate) sleeps: usize,
 }
 
@@ -1118,7 +1119,6 @@ impl Shared {
             callbacks: Vec::new(),
             sleeps: 0,
         };
-        let mut callbacks = Vec::new();
         if self.shut_down.swap(true, Ordering::AcqRel) {
             return leftovers;
         }
@@ -1143,18 +1143,16 @@ impl Shared {
                         // `cancel_callback` (under this lock) leave it.
                         let handed_back = callback.state.try_cancel();
                         debug_assert!(handed_back, "a callback in the wheel is pending");
-                        callbacks.push((callback.state.run_order(), callback.run));
+                        leftovers
+                            .callbacks
+                            .push((callback.state.run_order(), callback.run));
                     }
                 }
             }
         }
         // In the order they would have run: the slab's order is not it (it
         // reuses freed slots last first).
-        callbacks.sort_by_key(|(order, _)| *order);
-        leftovers.callbacks = callbacks
-            .into_iter()
-            .map(|((deadline, _), run)| (deadline, run))
-            .collect();
+        leftovers.callbacks.sort_by_key(|(order, _)| *order);
         let (keep_alive, sentinel) = {
             let mut control = self.control.lock();
             let keep_alive = control.callbacks_done(leftovers.callbacks.len());
