@@ -14,12 +14,12 @@
 pub(crate) use std::sync::{Arc, Weak};
 
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
 #[cfg(not(loom))]
 use std::sync::{Mutex as Inner, MutexGuard as InnerGuard, PoisonError};
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
 #[cfg(loom)]
 use loom::sync::{Mutex as Inner, MutexGuard as InnerGuard};
 #[cfg(loom)]

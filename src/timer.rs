@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::driver::{registry, Registration, Shared};
+use crate::driver::{registry, Deadline, Registration, Shared};
 use crate::error::{BuildError, Error};
 use crate::sync::{Arc, Weak};
 use crate::{Builder, Interval, Sleep, Stats, Timeout, TimerHandle, Unfired};
@@ -294,13 +294,14 @@ impl Timer {
     /// # }
     /// ```
     pub fn try_sleep_until(&self, deadline: Instant) -> Result<Sleep, Error> {
-        let tick = self.shared.clock().deadline_tick(deadline);
-        let registration = if deadline <= self.now() {
+        let deadline = Deadline::from_instant(deadline);
+        let registration = if deadline.reached_by(self.now()) {
             Registration::Elapsed
         } else {
+            let tick = self.shared.clock().tick_of(deadline);
             self.shared.register(deadline, tick, None)
         };
-        Sleep::registered(self.clone(), deadline, tick, registration)
+        Sleep::registered(self.clone(), deadline, registration)
     }
 
     /// Like [`timeout`](Timer::timeout), but registers its sleep now; see

@@ -91,11 +91,13 @@
 //! tick it processed, and never at shutdown, which leaves entries in place.
 //! A `Sleep` whose tick is at or before it has fired: it completes, and on
 //! drop or reset lets go of its key, without the lock. So a fired `Sleep`
-//! never uses its key again once the batch that fired it is done, and the
-//! 32-bit generation in the key cannot come round to match a newer entry in
-//! the same slab slot. Between the pop and the raise (one batch) a poll
-//! takes the lock and finds the key gone, which also means fired: only the
-//! driver and the owning `Sleep` free a `Sleep`'s entry.
+//! never uses its key again once the batch that fired it is done. Between
+//! the pop and the raise (one batch) a poll takes the lock and finds the
+//! key gone, which also means fired: only the driver and the owning `Sleep`
+//! free a `Sleep`'s entry. The key's generation (24 bits, so that a `Sleep`
+//! keeps it and its deadline in sixteen bytes: [`KEY_GENERATION_BITS`])
+//! could match a newer entry in the same slab slot only if 2^24 insertions
+//! into that shard came within that one batch.
 //!
 //! # Shards
 //!
@@ -173,12 +175,21 @@ use std::task::{Context, Poll, Wake, Waker};
 
 use tokio::time::Instant;
 
-pub(crate) use clock::Clock;
+pub(crate) use clock::{Clock, Deadline};
+
+/// The generations a timer's keys carry: what a `Sleep` has room for beside
+/// its deadline and its key's 32-bit index, in sixteen bytes. A stale key
+/// is used only between a batch's pop and its `completed` raise (see
+/// "Polling without the lock"), so 2^24 insertions into one shard in that
+/// window would be needed for it to match a newer entry.
+pub(crate) const KEY_GENERATION_BITS: u32 = 128 - Deadline::BITS - 32;
 use job::{held_waker, is_no_waker, Batch, Callback, CallbackState, Fire, Job, RunOrder};
 pub(crate) use sentinel::Sentinel;
 
 use crate::error::Error;
-use crate::sync::{yield_now, Arc, AtomicBool, AtomicU64, AtomicU8, Mutex, Ordering, Weak};
+use crate::sync::{
+    yield_now, Arc, AtomicBool, AtomicI64, AtomicU64, AtomicU8, Mutex, Ordering, Weak,
+};
 use crate::wheel::{Key, Wheel};
 use crate::Stats;
 
@@ -240,6 +251,12 @@ pub(crate) struct Shared {
     published: AtomicU64,
     /// Every entry due by this tick has fired and been freed.
     completed: AtomicU64,
+    /// `published` as the latest deadline due by it ([`Clock::deadline_at`]),
+    /// so that a `Sleep`, which keeps its deadline and not its tick, can
+    /// compare without dividing.
+    published_at: AtomicI64,
+    /// `completed` likewise.
+    completed_at: AtomicI64,
     /// Wakers and callbacks that panicked when fired.
     panicked: AtomicU64,
     clock: Clock,
@@ -459,8 +476,10 @@ impl Shared {
         Shared {
             shards: (0..shards)
                 .map(|_| {
+                    let mut wheel = Wheel::new(slots_per_level);
+                    wheel.limit_generations(KEY_GENERATION_BITS);
                     Shard(Mutex::new(Inner {
-                        wheel: Wheel::new(slots_per_level),
+                        wheel,
                         wake_at: NEVER,
                         shut_down: false,
                         fired: 0,
@@ -488,6 +507,8 @@ impl Shared {
             shut_down: AtomicBool::new(false),
             published: AtomicU64::new(0),
             completed: AtomicU64::new(0),
+            published_at: AtomicI64::new(clock.deadline_at(0)),
+            completed_at: AtomicI64::new(clock.deadline_at(0)),
             panicked: AtomicU64::new(0),
             clock,
             slots_per_level,
@@ -532,7 +553,7 @@ impl Shared {
     /// Whether a manual clock has reached `deadline`. A runtime timer's
     /// clock is not read here (see `register`), and no lock is taken for it.
     #[inline]
-    fn reached(&self, deadline: Instant) -> bool {
+    fn reached(&self, deadline: Deadline) -> bool {
         self.runtime.is_none() && self.manual_reached(deadline)
     }
 
@@ -540,8 +561,8 @@ impl Shared {
     /// a runtime timer's paths carry only the check above.
     #[cold]
     #[inline(never)]
-    fn manual_reached(&self, deadline: Instant) -> bool {
-        deadline <= self.control.lock().now()
+    fn manual_reached(&self, deadline: Deadline) -> bool {
+        deadline.reached_by(self.control.lock().now())
     }
 
     /// The shard this thread registers in: see `home.rs`.
@@ -587,15 +608,15 @@ impl Shared {
     /// with that tick: late by at most a tick, never early, as with
     /// `tokio::time`, which does not read the clock on registration either.
     ///
-    /// `tick` is `deadline`'s ([`Clock::deadline_tick`]), which the caller
+    /// `tick` is `deadline`'s ([`Clock::tick_of`]), which the caller
     /// keeps for [`progress`](Shared::progress).
     pub(crate) fn register(
         &self,
-        deadline: Instant,
+        deadline: Deadline,
         tick: u64,
         waker: Option<&Waker>,
     ) -> Registration {
-        debug_assert_eq!(tick, self.clock.deadline_tick(deadline));
+        debug_assert_eq!(tick, self.clock.tick_of(deadline));
         let home = self.home();
         let shard = &self.shards[home].0;
         let mut inner = shard.lock();
@@ -606,7 +627,7 @@ impl Shared {
             drop(inner);
             // Cold: a deadline already passed still completes on a timer
             // that can no longer fire anything.
-            return if deadline <= self.now() {
+            return if deadline.reached_by(self.now()) {
                 Registration::Elapsed
             } else {
                 Registration::Refused(refused)
@@ -659,7 +680,7 @@ impl Shared {
     /// Registers a `Sleep` whose entry has fired and is being reset, with
     /// no waker (firing took it). Completing at once counts as firing
     /// again, as resetting a pending entry into the past does.
-    pub(crate) fn rearm(&self, deadline: Instant, tick: u64) -> Registration {
+    pub(crate) fn rearm(&self, deadline: Deadline, tick: u64) -> Registration {
         let registration = self.register(deadline, tick, None);
         if let Registration::Elapsed = registration {
             self.shards[self.home()].0.lock().fired += 1;
@@ -691,7 +712,31 @@ impl Shared {
     /// How far the runner has got with the entry of a sleep due at `tick`,
     /// as far as can be told without the lock. See "Polling without the
     /// lock".
-    pub(crate) fn progress(&self, tick: u64) -> Progress {
+    ///
+    /// `near` is `deadline.to_i64()`, which the caller may have at hand.
+    #[inline]
+    pub(crate) fn progress(&self, deadline: Deadline, near: Option<i64>) -> Progress {
+        debug_assert_eq!(near, deadline.to_i64());
+        // Exact: a deadline's tick is at most `w` just when the deadline is
+        // at most `deadline_at(w)`, and saturating at the ends of `i64`
+        // keeps that for every deadline `to_i64` lets through.
+        let Some(deadline) = near else {
+            return self.progress_of_tick(self.clock.tick_of(deadline));
+        };
+        if deadline > self.published_at.load(Ordering::Acquire) {
+            Progress::NotFired
+        } else if deadline <= self.completed_at.load(Ordering::Acquire) {
+            Progress::Fired
+        } else {
+            Progress::Unknown
+        }
+    }
+
+    /// [`progress`](Shared::progress) by the tick, for the deadlines more
+    /// than 292 years from the base.
+    #[cold]
+    #[inline(never)]
+    fn progress_of_tick(&self, tick: u64) -> Progress {
         if tick > self.published.load(Ordering::Acquire) {
             Progress::NotFired
         } else if tick <= self.completed.load(Ordering::Acquire) {
@@ -729,8 +774,8 @@ impl Shared {
     ///
     /// After shutdown a pending entry is still moved (only the alarm is left
     /// alone), so its next poll reports the shutdown.
-    pub(crate) fn reset(&self, key: Key, deadline: Instant, tick: u64) -> Reset {
-        debug_assert_eq!(tick, self.clock.deadline_tick(deadline));
+    pub(crate) fn reset(&self, key: Key, deadline: Deadline, tick: u64) -> Reset {
+        debug_assert_eq!(tick, self.clock.tick_of(deadline));
         let (shard, key) = self.locate(key);
         let mut inner = shard.lock();
         let moved = if self.reached(deadline) {
@@ -1044,6 +1089,8 @@ impl Shared {
     /// before any of them is popped.
     fn publish(&self, tick: u64) {
         if tick > self.published.load(Ordering::Relaxed) {
+            self.published_at
+                .store(self.clock.deadline_at(tick), Ordering::Release);
             self.published.store(tick, Ordering::Release);
         }
     }
@@ -1055,6 +1102,8 @@ impl Shared {
     fn complete(&self, tick: u64) {
         debug_assert!(tick < u64::MAX);
         if tick > self.completed.load(Ordering::Relaxed) {
+            self.completed_at
+                .store(self.clock.deadline_at(tick), Ordering::Release);
             self.completed.store(tick, Ordering::Release);
         }
     }
@@ -1260,8 +1309,8 @@ mod tests {
     #[test]
     fn a_full_shard_refuses_with_an_error_that_names_the_shard() {
         let shared = two_shards_holding(2);
-        let deadline = shared.now() + Duration::from_secs(1);
-        let tick = shared.clock().deadline_tick(deadline);
+        let deadline = Deadline::from_instant(shared.now() + Duration::from_secs(1));
+        let tick = shared.clock().tick_of(deadline);
         let keys: Vec<_> = (0..2)
             .map(|_| match shared.register(deadline, tick, None) {
                 Registration::Pending(key) => key,

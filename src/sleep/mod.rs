@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::driver::{Progress, Registration, Reset, Shared};
+use crate::driver::{Deadline, Progress, Registration, Reset, Shared};
 use crate::error::Error;
 use crate::Timer;
 use state::{Packed, State, WakerId};
@@ -112,18 +112,17 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 #[must_use = "futures do nothing unless you `.await` or poll them"]
 #[derive(Debug)]
 pub struct Sleep {
-    deadline: Instant,
     /// `None` until a sleep on the default timer is first registered.
     timer: Option<Timer>,
+    /// The deadline and the registration, in 32 bytes (see `state.rs`).
     state: Packed,
 }
 
 impl Sleep {
     pub(crate) fn new(timer: Option<Timer>, deadline: Instant) -> Sleep {
         Sleep {
-            deadline,
             timer,
-            state: Packed::IDLE,
+            state: Packed::idle(Deadline::from_instant(deadline)),
         }
     }
 
@@ -140,17 +139,15 @@ impl Sleep {
     /// `deadline`, whose tick is `tick`.
     pub(crate) fn registered(
         timer: Timer,
-        deadline: Instant,
-        tick: u64,
+        deadline: Deadline,
         registration: Registration,
     ) -> Result<Sleep, Error> {
-        let mut sleep = Sleep::new(Some(timer), deadline);
+        let mut sleep = Sleep {
+            timer: Some(timer),
+            state: Packed::idle(deadline),
+        };
         sleep.state.set(match registration {
-            Registration::Pending(key) => State::Registered {
-                key,
-                tick,
-                waker: None,
-            },
+            Registration::Pending(key) => State::Registered { key, waker: None },
             Registration::Elapsed => State::Elapsed,
             Registration::Refused(error) => return Err(error),
         });
@@ -170,7 +167,7 @@ impl Sleep {
     /// # }
     /// ```
     pub fn deadline(&self) -> Instant {
-        self.deadline
+        self.state.deadline().instant()
     }
 
     /// Whether the sleep has completed: it returned `Ready`, or its timer has
@@ -190,10 +187,11 @@ impl Sleep {
     pub fn is_elapsed(&self) -> bool {
         match (self.state.get(), &self.timer) {
             (State::Elapsed | State::Fired, _) => true,
-            (State::Registered { key, tick, .. }, Some(timer)) => {
-                match timer.shared().progress(tick) {
+            (State::Registered { key, .. }, Some(timer)) => {
+                let shared = timer.shared();
+                match self.progress(shared) {
                     Progress::NotFired => false,
-                    Progress::Unknown => timer.shared().has_fired(key),
+                    Progress::Unknown => shared.has_fired(key),
                     Progress::Fired => true,
                 }
             }
@@ -226,35 +224,40 @@ impl Sleep {
     /// ```
     pub fn reset(self: Pin<&mut Self>, deadline: Instant) {
         let this = self.get_mut();
-        this.deadline = deadline;
+        let deadline = Deadline::from_instant(deadline);
         let state = this.state.get();
         let (State::Registered { .. } | State::Fired, Some(timer)) = (state, &this.timer) else {
-            if state == State::Elapsed {
+            this.state.set_deadline(deadline);
+            if matches!(state, State::Elapsed) {
                 this.state.set(State::Idle);
             }
             return;
         };
         let shared = timer.shared();
-        let tick = shared.clock().deadline_tick(deadline);
-        this.state.set(match state {
-            State::Registered {
-                key,
-                tick: old,
-                waker,
-            } if shared.progress(old) != Progress::Fired => match shared.reset(key, deadline, tick)
-            {
-                Reset::Pending { holds_waker } => State::Registered {
-                    key,
-                    tick,
-                    waker: waker.filter(|_| holds_waker),
-                },
-                Reset::Fired => State::Fired,
-                Reset::Gone => rearmed(shared, deadline, tick),
-            },
+        let tick = shared.clock().tick_of(deadline);
+        match state {
+            // Checked at the old deadline, before it is overwritten.
+            State::Registered { key, waker } if this.progress(shared) != Progress::Fired => {
+                this.state.set_deadline(deadline);
+                match shared.reset(key, deadline, tick) {
+                    // The common case (the entry still holds the waker, or
+                    // none was known) leaves the state as it was.
+                    Reset::Pending { holds_waker } => {
+                        if waker.is_some() && !holds_waker {
+                            this.state.set(State::Registered { key, waker: None });
+                        }
+                    }
+                    Reset::Fired => this.state.set(State::Fired),
+                    Reset::Gone => this.state.set(rearmed(shared, deadline, tick)),
+                }
+            }
             // Fired since it was last polled: its entry is freed (and its
             // task woken), so it is registered afresh, as tokio's is.
-            _ => rearmed(shared, deadline, tick),
-        });
+            _ => {
+                this.state.set_deadline(deadline);
+                this.state.set(rearmed(shared, deadline, tick));
+            }
+        }
     }
 
     /// Resets the deadline without keeping the sleep registered: the next
@@ -262,20 +265,27 @@ impl Sleep {
     /// the caller is about to poll anyway (an interval that just ticked).
     pub(crate) fn reset_unregistered(&mut self, deadline: Instant) {
         self.release();
-        self.deadline = deadline;
+        self.state.set_deadline(Deadline::from_instant(deadline));
         self.state.set(State::Idle);
     }
 
     /// Frees the wheel entry, if this sleep still owns one: a registered
     /// sleep whose entry the driver has not fired (and freed).
     fn release(&mut self) {
-        if let (State::Registered { key, tick, .. }, Some(timer)) = (self.state.get(), &self.timer)
-        {
+        if let (State::Registered { key, .. }, Some(timer)) = (self.state.get(), &self.timer) {
             let shared = timer.shared();
-            if shared.progress(tick) != Progress::Fired {
+            if self.progress(shared) != Progress::Fired {
                 shared.cancel(key);
             }
         }
+    }
+
+    /// How far `shared`, this sleep's timer, has got with its entry.
+    #[inline]
+    fn progress(&self, shared: &Shared) -> Progress {
+        // `near_deadline` is the cheap half; `deadline` is only read when
+        // `progress` needs the tick (more than 292 years from the base).
+        shared.progress(self.state.deadline(), self.state.near_deadline())
     }
 
     /// The time on this sleep's timer's clock (`Instant::now()` before a
@@ -301,13 +311,9 @@ impl Sleep {
 
 /// The state of a fired sleep reset to `deadline` (at `tick`): registered
 /// again, with no waker (firing took it).
-fn rearmed(shared: &Shared, deadline: Instant, tick: u64) -> State {
+fn rearmed(shared: &Shared, deadline: Deadline, tick: u64) -> State {
     match shared.rearm(deadline, tick) {
-        Registration::Pending(key) => State::Registered {
-            key,
-            tick,
-            waker: None,
-        },
+        Registration::Pending(key) => State::Registered { key, waker: None },
         Registration::Elapsed => State::Fired,
         // Shut down or full: the next poll registers again and panics,
         // saying which.
@@ -352,11 +358,11 @@ impl Sleep {
                 self.state.set(State::Elapsed);
                 Poll::Ready(())
             }
-            State::Registered { key, tick, waker } => {
+            State::Registered { key, waker } => {
                 let timer = self.timer.as_ref().expect("a registered sleep has a timer");
                 let shared = timer.shared();
                 let id = WakerId::of(cx.waker());
-                match shared.progress(tick) {
+                match self.progress(shared) {
                     Progress::NotFired if waker == Some(id) => return Poll::Pending,
                     Progress::Fired => {
                         self.state.set(State::Elapsed);
@@ -368,7 +374,6 @@ impl Sleep {
                     Poll::Pending => {
                         self.state.set(State::Registered {
                             key,
-                            tick,
                             waker: Some(id),
                         });
                         Poll::Pending
@@ -381,14 +386,13 @@ impl Sleep {
                 }
             }
             State::Idle => {
-                let deadline = self.deadline;
+                let deadline = self.state.deadline();
                 let shared = self.timer().shared();
-                let tick = shared.clock().deadline_tick(deadline);
+                let tick = shared.clock().tick_of(deadline);
                 match shared.register(deadline, tick, Some(cx.waker())) {
                     Registration::Pending(key) => {
                         self.state.set(State::Registered {
                             key,
-                            tick,
                             waker: Some(WakerId::of(cx.waker())),
                         });
                         Poll::Pending

@@ -209,6 +209,20 @@ mod tests {
     }
 
     #[test]
+    fn a_limited_wheels_generations_wrap_below_the_limit() {
+        let mut wheel: Wheel<u64> = Wheel::new(64);
+        wheel.limit_generations(3);
+        let generations: Vec<u32> = (0..10)
+            .map(|i| wheel.try_insert(10, i).unwrap().generation)
+            .collect();
+        assert_eq!(
+            generations,
+            [0, 1, 2, 3, 4, 5, 6, 7, 0, 1],
+            "{generations:?}"
+        );
+    }
+
+    #[test]
     fn no_key_is_ever_given_the_discarded_mark() {
         let mut wheel: Wheel<u64> = Wheel::new(64);
         wheel.next_generation = DISCARDED - 1;

@@ -29,6 +29,20 @@ impl<T> Wheel<T> {
         wheel
     }
 
+    /// Makes every key this wheel hands out carry a generation below
+    /// `2^bits`, for owners that keep keys in fewer bits (a `Sleep` keeps
+    /// 24 beside its deadline). A stale key then matches a newer entry in
+    /// its slot only if a multiple of `2^bits` insertions came between,
+    /// rather than of `2^32 - 1`. Only on a fresh wheel.
+    pub(crate) fn limit_generations(&mut self, bits: u32) {
+        assert!((1..32).contains(&bits), "{bits} generation bits");
+        assert!(
+            self.next_generation == 0 && self.entries.is_empty(),
+            "a used wheel"
+        );
+        self.generations = 1 << bits;
+    }
+
     /// Entries the slab holds before it reallocates.
     pub(crate) fn capacity(&self) -> usize {
         self.entries.capacity()
@@ -54,8 +68,10 @@ impl<T> Wheel<T> {
     /// hands it out (after the entries already due).
     pub(crate) fn insert(&mut self, deadline: u64, value: T) -> Key {
         let generation = self.next_generation;
-        self.next_generation = match generation.wrapping_add(1) {
-            discard::DISCARDED => 0,
+        debug_assert!(generation < self.generations && generation != discard::DISCARDED);
+        // No overflow: `generation < generations <= u32::MAX`.
+        self.next_generation = match generation + 1 {
+            next if next == self.generations => 0,
             next => next,
         };
         let index = u32::try_from(self.entries.vacant_key())

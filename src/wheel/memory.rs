@@ -65,7 +65,9 @@
 //! an entry's generation comes from the wheel-wide `next_generation`
 //! counter, not from the slot: an index that is truncated and later handed
 //! out again gets a generation that no key from the last 2^32 - 1
-//! insertions carried (one value marks discarded entries), so a stale key never matches the new entry. (A per-slot
+//! insertions carried (one value marks discarded entries; 2^24 insertions
+//! in a timer's wheels, see `Wheel::limit_generations`), so a stale key
+//! never matches the new entry. (A per-slot
 //! generation, kept in the vacant slot, would be lost with the tail and
 //! restart, and a stale key could then match.)
 

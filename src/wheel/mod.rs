@@ -107,6 +107,10 @@ pub struct Wheel<T> {
     /// Generations come from this wheel-wide counter, never from a slot, so
     /// trimming the slab's vacant tail cannot make a stale key valid again.
     next_generation: u32,
+    /// How many generations there are: keys carry `0..generations`, then
+    /// the counter starts again at 0. [`DISCARDED`](discard::DISCARDED)
+    /// unless [`limit_generations`](Wheel::limit_generations) said fewer.
+    generations: u32,
     /// Removals since the slab was last trimmed; see `memory.rs`.
     removals_since_trim: usize,
     /// Slab capacity up to which nothing is trimmed: [`TRIM_FLOOR`], or less
@@ -154,6 +158,7 @@ impl<T> Wheel<T> {
             scheduled: 0,
             discarded: Vec::new(),
             next_generation: 0,
+            generations: discard::DISCARDED,
             removals_since_trim: 0,
             trim_floor,
             #[cfg(test)]
