@@ -69,9 +69,15 @@
 //!
 //! A pending `Sleep` is polled again and again (a `Timeout` polls its delay
 //! whenever the inner future is pending), and almost always nothing has
-//! changed. Two watermarks, in ticks, let such a poll skip the lock; the
-//! `Sleep` keeps its deadline's tick, so checking costs a load and a
-//! compare, with no clock conversion.
+//! changed. Two watermarks, in ticks, let such a poll skip the lock. The
+//! runner also publishes each as the latest deadline due by it
+//! (`published_at`, `completed_at`: nanoseconds from the base `Deadline`
+//! counts from, saturated to `i64`), and a `Sleep`, which keeps its
+//! deadline in those units rather than its tick, compares with those: a
+//! load and a compare, no division. (A deadline's tick is at most `w` just
+//! when the deadline is at most `origin + w * tick`, so the two compare
+//! alike; the `Sleep`s beyond `i64` compute their tick and use the ticks.)
+//! Each `_at` is stored before its tick, both by the runner alone.
 //!
 //! `published`: no entry due after it has fired. The runner raises it,
 //! under the lock, to the tick it is about to process *before* popping
