@@ -36,7 +36,8 @@ pub struct Stats {
     pub callbacks: usize,
     /// Timers fired since the timer was built.
     pub fired: u64,
-    /// Registered timers dropped, and callbacks cancelled, before they fired.
+    /// Registered timers dropped, and callbacks cancelled (or handed back by
+    /// [`Timer::shutdown`](crate::Timer::shutdown)), before they fired.
     pub cancelled: u64,
     /// Callbacks that panicked, and wakers that panicked when woken. The
     /// driver catches the panic and carries on.

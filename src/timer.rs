@@ -481,7 +481,8 @@ impl Timer {
     }
 
     /// Stops the timer and returns what never ran: the pending callbacks,
-    /// in deadline order (not run; run them yourself if you like), and how
+    /// by deadline, and those with one deadline in the order they were
+    /// scheduled (not run; run them yourself if you like), and how
     /// many sleeps were pending.
     ///
     /// Afterwards the timer refuses new work: the `try_*` constructors
@@ -523,8 +524,9 @@ impl Timer {
     }
 
     /// Moves a [`manual`](Builder::manual) timer's clock forward by
-    /// `duration`, firing everything due by then, in deadline order, before
-    /// it returns: due sleeps have woken their tasks (which run when their
+    /// `duration`, firing everything due by then, tick by tick (what is due
+    /// in one tick fires together, callbacks in an unspecified order, most
+    /// often the order they were scheduled), before it returns: due sleeps have woken their tasks (which run when their
     /// executor polls them) and due callbacks have run.
     ///
     /// The clock steps from one expiration to the next, so a callback that

@@ -360,3 +360,27 @@ async fn a_runtime_timers_callback_cancels_a_sibling_due_in_the_same_pass() {
     let stats = timer.stats();
     assert_eq!((stats.fired, stats.cancelled, stats.callbacks), (1, 1, 0));
 }
+
+/// Found by review: cancelling dropped the closure before uncounting it, so
+/// a closure whose drop panicked left `Stats::callbacks` (and, on a runtime
+/// timer, the timer's hold on itself) behind for good.
+#[test]
+fn a_closure_whose_drop_panics_is_still_uncounted_when_cancelled() {
+    struct Bomb;
+    impl Drop for Bomb {
+        fn drop(&mut self) {
+            panic!("boom");
+        }
+    }
+    let timer = manual();
+    let bomb = Bomb;
+    let handle = timer.schedule(Duration::from_millis(10), move || drop(bomb));
+    let cancelled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handle.cancel()));
+    assert!(cancelled.is_err(), "the drop panicked in cancel");
+    let stats = timer.stats();
+    assert_eq!(
+        (stats.pending, stats.callbacks, stats.cancelled),
+        (0, 0, 1),
+        "{stats:?}"
+    );
+}

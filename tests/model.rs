@@ -218,8 +218,7 @@ impl Model {
         }
     }
 
-    /// Polls a sleep that is in no wheel (just created, or reset after it
-    /// completed): like a registered one, it completes iff its deadline's
+    /// Polls a sleep that is in no wheel (just created): like a registered one, it completes iff its deadline's
     /// tick has come (so never before the deadline itself), and otherwise
     /// registers and fires at that tick. The crate does not read the clock
     /// to complete a deadline that passed within the current tick sooner,
@@ -382,10 +381,18 @@ impl Model {
                     // or fired again at once.
                     State::Fired if due => self.fire(i),
                     State::Fired => s.state = State::Pending,
-                    // Completed: sleeps again from the next poll.
+                    // Completed: registered again at once, with no waker,
+                    // as tokio's reset does (fired at once, and counted, if
+                    // the new deadline's tick has come); then polled.
                     State::Done => {
                         s.armings += 1;
-                        self.poll_fresh(i);
+                        s.has_waker = false;
+                        if due {
+                            self.fire(i);
+                        } else {
+                            s.state = State::Pending;
+                        }
+                        self.poll(i);
                     }
                 }
             }

@@ -280,3 +280,41 @@ fn unfired_callbacks_with_one_deadline_come_back_in_the_order_they_were_schedule
     }
     assert_eq!(*order.lock().unwrap(), ["first", "second", "third"]);
 }
+
+/// Found by review: the handles of handed-back callbacks said cancelled,
+/// and the stats counted them nowhere.
+#[test]
+fn callbacks_handed_back_by_a_shutdown_count_as_cancelled() {
+    let timer = manual();
+    let a = timer.schedule(Duration::from_millis(10), || {});
+    let _b = timer.schedule(Duration::from_millis(20), || {});
+    assert_eq!(timer.shutdown().callbacks.len(), 2);
+    assert!(a.is_cancelled());
+    let stats = timer.stats();
+    assert_eq!(
+        (stats.pending, stats.callbacks, stats.fired, stats.cancelled),
+        (0, 0, 0, 2),
+        "{stats:?}"
+    );
+}
+
+/// Found by review: a pending sleep reset after shutdown to a deadline that
+/// had already passed panicked, where a fired one reset the same way, and a
+/// new one, completed.
+#[tokio::test(start_paused = true)]
+async fn a_pending_sleep_reset_into_the_past_after_shutdown_completes() {
+    let timer = Timer::builder().build().unwrap();
+    let start = timer.now();
+    let mut pending = task::spawn(timer.sleep(Duration::from_secs(10)));
+    assert_pending!(pending.poll());
+    tokio::time::advance(Duration::from_secs(5)).await;
+    assert_eq!(timer.shutdown().sleeps, 1);
+    assert!(pending.is_woken());
+    pending.enter(|_, s| s.reset(start + Duration::from_secs(1)));
+    assert!(pending.is_elapsed());
+    assert_ready!(pending.poll());
+    // Reset again to a deadline that has not passed: pending, so it panics.
+    pending.enter(|_, s| s.reset(timer.now() + Duration::from_secs(1)));
+    let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pending.poll()));
+    assert!(polled.is_err(), "completed early: {polled:?}");
+}

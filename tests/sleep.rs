@@ -340,3 +340,36 @@ async fn a_loop_of_due_sleeps_lets_other_tasks_run() {
         "the spawned task ran only once this task yielded"
     );
 }
+
+/// Found by review: polling a sleep whose deadline had passed panicked
+/// outside a runtime, though only one not yet due needs the timer.
+#[test]
+fn a_due_sleep_completes_when_polled_outside_a_runtime() {
+    let mut due = task::spawn(wheel::sleep(Duration::ZERO));
+    assert_ready!(due.poll());
+    let mut passed = task::spawn(wheel::sleep_until(Instant::now() - ms(1)));
+    assert_ready!(passed.poll());
+    let mut later = task::spawn(wheel::sleep(Duration::from_secs(60)));
+    let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| later.poll()));
+    assert!(polled.is_err(), "a sleep not yet due needs the timer");
+}
+
+/// Found by review: as tokio's, a reset registers the sleep, so it is
+/// elapsed once the new deadline passes whether or not it was polled, and
+/// a completed one likewise.
+#[tokio::test(start_paused = true)]
+async fn a_reset_registers_so_is_elapsed_matches_tokio_without_a_poll() {
+    let start = Instant::now();
+    let mut tokio_sleep = Box::pin(time::sleep(Duration::from_secs(60)));
+    let mut never_polled = wheel::sleep(Duration::from_secs(60));
+    let mut completed = wheel::sleep(ms(1));
+    (&mut completed).await;
+    tokio_sleep.as_mut().reset(start + ms(10));
+    Pin::new(&mut never_polled).reset(start + ms(10));
+    Pin::new(&mut completed).reset(start + ms(10));
+    assert!(!never_polled.is_elapsed() && !completed.is_elapsed());
+    time::sleep(ms(20)).await;
+    assert!(tokio_sleep.is_elapsed());
+    assert!(never_polled.is_elapsed(), "not registered by the reset");
+    assert!(completed.is_elapsed(), "not registered by the reset");
+}

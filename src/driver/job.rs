@@ -135,8 +135,9 @@ impl CallbackState {
         self.deadline
     }
 
-    /// The order callbacks run in: by deadline, and those with one deadline
-    /// in the order they were scheduled.
+    /// The order a shutdown hands callbacks back in: by deadline, and those
+    /// with one deadline in the order they were scheduled. (The driver
+    /// runs them tick by tick; within a tick the order is its lists'.)
     pub(crate) fn run_order(&self) -> RunOrder {
         (self.deadline, self.seq)
     }

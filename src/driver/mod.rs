@@ -437,7 +437,7 @@ pub(crate) enum Reset {
 
 /// The outcome of [`Shared::shut_down`]: what will never run.
 pub(crate) struct Leftovers {
-    /// In the order they would have run ([`CallbackState::run_order`]).
+    /// By deadline, then as scheduled ([`CallbackState::run_order`]).
     pub(crate) callbacks: Vec<(RunOrder, Box<dyn FnOnce() + Send>)>,
     pub(crate) sleeps: usize,
 }
@@ -782,9 +782,13 @@ impl Shared {
     /// alone), so its next poll reports the shutdown.
     pub(crate) fn reset(&self, key: Key, deadline: Deadline, tick: u64) -> Reset {
         debug_assert_eq!(tick, self.clock.tick_of(deadline));
+        // Cold: after shutdown nothing will fire the entry, so a deadline
+        // that has passed fires it here, as registering afresh would (see
+        // `register`), rather than leave it to report the shutdown.
+        let passed_after_shutdown = self.is_shut_down() && deadline.reached_by(self.now());
         let (shard, key) = self.locate(key);
         let mut inner = shard.lock();
-        let moved = if self.reached(deadline) {
+        let moved = if passed_after_shutdown || self.reached(deadline) {
             // A manual clock already at the deadline: due now, as a sleep
             // registered afresh would be (see `register`), not at the end of
             // the tick the deadline rounds up to.
@@ -845,8 +849,9 @@ impl Shared {
         let mut inner = self.shards[home].0.lock();
         if let Err(refused) = inner.admit(self.max_pending, self.shard_capacity) {
             drop(inner);
-            drop(job);
+            // Uncounted before the closure is dropped, which may panic.
             let keep_alive = self.control.lock().callbacks_done(1);
+            drop(job);
             drop(keep_alive);
             return Err(refused);
         }
@@ -899,8 +904,11 @@ impl Shared {
         };
         debug_assert!(matches!(job, Job::Call(_)));
         drop(inner);
-        drop(job);
+        // Uncounted before the closure is dropped: a closure whose drop
+        // panics must not leave the count, and the timer's hold on itself,
+        // behind.
         let keep_alive = self.control.lock().callbacks_done(1);
+        drop(job);
         drop(keep_alive);
         true
     }
@@ -1198,6 +1206,8 @@ impl Shared {
                         // `cancel_callback` (under this lock) leave it.
                         let handed_back = callback.state.try_cancel();
                         debug_assert!(handed_back, "a callback in the wheel is pending");
+                        // Its handle says cancelled; so do the stats.
+                        inner.cancelled += 1;
                         leftovers
                             .callbacks
                             .push((callback.state.run_order(), callback.run));
@@ -1205,7 +1215,7 @@ impl Shared {
                 }
             }
         }
-        // In the order they would have run: the slab's order is not it (it
+        // By deadline, then as scheduled: the slab's order is neither (it
         // reuses freed slots last first).
         leftovers.callbacks.sort_by_key(|(order, _)| *order);
         let (keep_alive, sentinel) = {

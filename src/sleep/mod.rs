@@ -22,7 +22,8 @@ use state::{Packed, State, WakerId};
 /// and at most one tick plus scheduling late (tokio's timer, which the
 /// timer's alarm waits on, rounds up to its own millisecond).
 ///
-/// Nothing is registered until the first poll. That poll does not read the
+/// Nothing is registered until the first poll (or a
+/// [`reset`](Sleep::reset)). That poll does not read the
 /// clock: a deadline whose tick the timer has already reached completes at
 /// once, and any other is registered and completes when its tick comes,
 /// which for a deadline that has just passed is by the next tick (as with
@@ -203,10 +204,17 @@ impl Sleep {
     /// (it then completes again at the new deadline). A registered sleep keeps
     /// its entry and its waker: a task waiting on it is woken at the new
     /// deadline without polling it again, and at once if that has passed.
+    /// As with tokio's, a sleep not registered (never polled, or completed)
+    /// is registered by the reset, so [`is_elapsed`](Sleep::is_elapsed)
+    /// turns true at the new deadline whether or not it is polled; a sleep
+    /// of the default timer that is reset outside any runtime, before its
+    /// first poll, waits for that poll instead. A reset to a deadline that
+    /// has passed counts as a fire in [`Timer::stats`].
     ///
     /// After the timer's runtime has shut down, a sleep reset to a deadline
     /// that has not passed is pending again, even if it had fired: polling
-    /// it then panics (see [`Sleep`]) rather than completing early.
+    /// it then panics (see [`Sleep`]) rather than completing early. One
+    /// reset to a deadline that has passed completes.
     ///
     /// # Examples
     ///
@@ -226,12 +234,22 @@ impl Sleep {
         let this = self.get_mut();
         let deadline = Deadline::from_instant(deadline);
         let state = this.state.get();
-        let (State::Registered { .. } | State::Fired, Some(timer)) = (state, &this.timer) else {
-            this.state.set_deadline(deadline);
-            if matches!(state, State::Elapsed) {
-                this.state.set(State::Idle);
+        if this.timer.is_none() {
+            // Registering needs the default timer, which belongs to the
+            // runtime the caller is in; with none, the first poll binds it.
+            match Timer::try_current() {
+                Ok(timer) => this.timer = Some(timer),
+                Err(_) => {
+                    this.state.set_deadline(deadline);
+                    if matches!(state, State::Elapsed) {
+                        this.state.set(State::Idle);
+                    }
+                    return;
+                }
             }
-            return;
+        }
+        let Some(timer) = &this.timer else {
+            unreachable!("bound above")
         };
         let shared = timer.shared();
         let tick = shared.clock().tick_of(deadline);
@@ -251,8 +269,10 @@ impl Sleep {
                     Reset::Gone => this.state.set(rearmed(shared, deadline, tick)),
                 }
             }
-            // Fired since it was last polled: its entry is freed (and its
-            // task woken), so it is registered afresh, as tokio's is.
+            // Fired since it was last polled (its entry is freed and its task
+            // woken), completed, or never polled: registered afresh, with no
+            // waker, as tokio's is, so that `is_elapsed` turns true at the
+            // new deadline whether or not it is polled.
             _ => {
                 this.state.set_deadline(deadline);
                 this.state.set(rearmed(shared, deadline, tick));
@@ -297,15 +317,6 @@ impl Sleep {
     /// The tick of this sleep's timer (the default timer's before it is bound).
     pub(crate) fn tick(&self) -> Duration {
         self.timer.as_ref().map_or(crate::DEFAULT_TICK, Timer::tick)
-    }
-
-    /// The timer this sleep is (or will be) registered with.
-    fn timer(&mut self) -> &Timer {
-        self.timer
-            .get_or_insert_with(|| match Timer::try_current() {
-                Ok(timer) => timer,
-                Err(e) => panic!("wheel: cannot register a Sleep: {e}"),
-            })
     }
 }
 
@@ -387,7 +398,18 @@ impl Sleep {
             }
             State::Idle => {
                 let deadline = self.state.deadline();
-                let shared = self.timer().shared();
+                if self.timer.is_none() {
+                    match Timer::try_current() {
+                        Ok(timer) => self.timer = Some(timer),
+                        // Due already: no timer is needed to say so.
+                        Err(_) if deadline.reached_by(Instant::now()) => {
+                            self.state.set(State::Elapsed);
+                            return Poll::Ready(());
+                        }
+                        Err(e) => panic!("wheel: cannot register a Sleep: {e}"),
+                    }
+                }
+                let shared = self.timer.as_ref().expect("bound above").shared();
                 let tick = shared.clock().tick_of(deadline);
                 match shared.register(deadline, tick, Some(cx.waker())) {
                     Registration::Pending(key) => {
