@@ -61,14 +61,21 @@ impl<T: Default> Wheel<T> {
         let recent = self.next_generation.wrapping_sub(key.generation) <= RECENT;
         let entry = self.entry_mut(key)?;
         // Both links NIL: alone in its list, or in none (unlinked).
-        if recent || entry.prev & entry.next == NIL {
+        let value = if recent || entry.prev & entry.next == NIL {
             let (place, prev, next) = (entry.place, entry.prev, entry.next);
-            return Some(self.take_out(key.index, place, prev, next));
-        }
-        entry.generation = DISCARDED;
-        let value = std::mem::take(&mut entry.value);
-        self.discarded.push(key.index);
-        if self.discarded.len() >= BATCH {
+            self.take_out(key.index, place, prev, next)
+        } else {
+            entry.generation = DISCARDED;
+            let value = std::mem::take(&mut entry.value);
+            self.discarded.push(key.index);
+            value
+        };
+        // Flushed when the batch is full, and when nothing else is left:
+        // an empty wheel gives its slab back (see `memory.rs`), which these
+        // entries, likely at its top, would otherwise hold until a driver
+        // pass that may be decades away.
+        let left = self.discarded.len();
+        if left >= BATCH || (left > 0 && left == self.entries.len()) {
             self.flush_discarded();
         }
         Some(value)
@@ -118,6 +125,7 @@ impl<T> Wheel<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wheel::memory::TRIM_FLOOR;
 
     /// Three entries due at `tick`, so each has a neighbour in one slot.
     fn three_in_one_slot(tick: u64) -> (Wheel<u64>, [Key; 3]) {
@@ -206,6 +214,28 @@ mod tests {
         assert_eq!(wheel.value(a), Some(&0), "kept, holding a default");
         assert_eq!(wheel.value(c), None, "freed");
         assert_eq!((wheel.len(), wheel.scheduled()), (1, 1));
+    }
+
+    /// Found by review: the last entries discarded from a large wheel
+    /// waited in the batch, holding the slab's top, until a flush that an
+    /// idle timer might not make for decades.
+    #[test]
+    fn discarding_the_last_entries_flushes_them_and_gives_the_slab_back() {
+        let mut wheel = Wheel::new(64);
+        let keys: Vec<_> = (0..3 * TRIM_FLOOR as u64)
+            .map(|i| wheel.try_insert(1_000_000, i).unwrap())
+            .collect();
+        assert!(wheel.allocated_entries() >= 3 * TRIM_FLOOR);
+        for key in keys {
+            assert!(wheel.discard(key).is_some());
+        }
+        assert_eq!((wheel.discarded(), wheel.len()), (0, 0));
+        assert!(
+            wheel.allocated_entries() <= TRIM_FLOOR,
+            "{} entries' room kept",
+            wheel.allocated_entries()
+        );
+        wheel.assert_invariants();
     }
 
     #[test]
