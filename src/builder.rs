@@ -232,8 +232,9 @@ impl Builder {
     /// A zero tick, a tick over `u64::MAX` nanoseconds, `slots_per_level` not
     /// a power of two in `2..=4096`, `shards` not a power of two in `1..=64`
     /// or more than one with a [`max_pending`](Builder::max_pending) limit,
-    /// or (unless the timer is [`manual`](Builder::manual)) no runtime, or a
-    /// runtime without timers. [`BuildError`](crate::error::BuildError)'s
+    /// or (unless the timer is [`manual`](Builder::manual)) no runtime, a
+    /// runtime that has shut down (a [`runtime`](Builder::runtime) handle
+    /// outliving it), or a runtime without timers. [`BuildError`](crate::error::BuildError)'s
     /// `is_*` predicates tell which.
     ///
     /// # Examples
@@ -301,6 +302,11 @@ impl Builder {
         }))
         .map_err(|_| BuildError::timers_disabled())?;
         handle.spawn(Sentinel::new(Arc::downgrade(&shared)));
+        // A runtime that has shut down drops the sentinel on the spot,
+        // which shuts the timer down: a timer that could never fire.
+        if shared.is_shut_down() {
+            return Err(BuildError::runtime_shut_down());
+        }
         Ok(Timer::from_shared(shared))
     }
 }

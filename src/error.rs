@@ -73,6 +73,7 @@ enum BuildErrorKind {
     Shards(usize),
     ShardsWithLimit(usize),
     NoRuntime,
+    RuntimeShutDown,
     TimersDisabled,
 }
 
@@ -113,6 +114,12 @@ impl BuildError {
         }
     }
 
+    pub(crate) fn runtime_shut_down() -> BuildError {
+        BuildError {
+            kind: BuildErrorKind::RuntimeShutDown,
+        }
+    }
+
     pub(crate) fn timers_disabled() -> BuildError {
         BuildError {
             kind: BuildErrorKind::TimersDisabled,
@@ -142,9 +149,13 @@ impl BuildError {
     }
 
     /// There was no tokio runtime to run the timer on: `build` was called
-    /// outside a runtime and no [`runtime`](crate::Builder::runtime) was given.
+    /// outside a runtime and no [`runtime`](crate::Builder::runtime) was
+    /// given, or the runtime had shut down (the message says which).
     pub fn is_no_runtime(&self) -> bool {
-        matches!(self.kind, BuildErrorKind::NoRuntime)
+        matches!(
+            self.kind,
+            BuildErrorKind::NoRuntime | BuildErrorKind::RuntimeShutDown
+        )
     }
 
     /// The runtime was built without `enable_time()`.
@@ -183,6 +194,9 @@ impl fmt::Display for BuildError {
                 "no tokio runtime to drive the timer: call this from within a runtime, \
                  or pass one with Builder::runtime",
             ),
+            BuildErrorKind::RuntimeShutDown => {
+                f.write_str("the tokio runtime given to drive the timer has shut down")
+            }
             BuildErrorKind::TimersDisabled => f.write_str(
                 "the tokio runtime has timers disabled: build it with `enable_time()` \
                  (or `enable_all()`)",
