@@ -68,8 +68,11 @@ const NEVER: u64 = u64::MAX;
 /// Never early: an entry is yielded only once its timer's clock
 /// ([`Timer::now`]) has reached its deadline, rounded up to the timer's
 /// tick; at most a tick plus scheduling late. Entries come out in the order
-/// of their deadlines' ticks, except that one inserted or reset to an
-/// already-passed deadline joins the end of the entries already due.
+/// of their deadlines' ticks. One inserted or reset to a deadline that has
+/// already passed is due at the tick its deadline falls in (not rounded
+/// up, so a zero timeout waits for no tick): ahead of entries due later
+/// that have not been yielded yet, unless the queue has already moved past
+/// that tick, when it comes after the entries already due.
 ///
 /// # Keys
 ///
@@ -888,8 +891,10 @@ impl<T> Expired<T> {
         &mut self.value
     }
 
-    /// The deadline the entry was given (before rounding up to a tick): it
-    /// has passed.
+    /// The deadline the entry was given (before rounding up to a tick). It
+    /// has passed if the entry was yielded as expired, not necessarily if
+    /// it came from [`remove`](DelayQueue::remove) or
+    /// [`try_remove`](DelayQueue::try_remove).
     ///
     /// # Examples
     ///

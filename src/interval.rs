@@ -81,9 +81,10 @@ pub fn interval_at(start: Instant, period: Duration) -> Interval {
 /// or the runtime was blocked. Same meaning as tokio's.
 ///
 /// A tick counts as missed when it is taken more than 5 ms after it was due
-/// (tokio's threshold), or more than one tick of the interval's timer if that
-/// is longer: a coarse-tick timer is up to a tick late by design, and that is
-/// not a miss.
+/// (tokio's threshold), or more than one tick of the interval's timer plus
+/// 1 ms if that is longer: a coarse-tick timer is up to a tick late by
+/// design, and the alarm it waits on (tokio's timer) up to a millisecond
+/// more, and that is not a miss.
 ///
 /// Suppose ticks are due every 100 ms from 0, and the tick due at 100 ms is
 /// only taken at 350 ms:

@@ -487,7 +487,10 @@ impl Timer {
     ///
     /// Afterwards the timer refuses new work: the `try_*` constructors
     /// return an error for which [`is_shutdown`](Error::is_shutdown) is
-    /// true, and the others panic. A sleep or timeout whose deadline has
+    /// true; [`schedule`](Timer::schedule) panics, and the futures that
+    /// [`sleep`](Timer::sleep), [`timeout`](Timer::timeout) and
+    /// [`interval`](Timer::interval) make (they register when first
+    /// polled) panic when polled. A sleep or timeout whose deadline has
     /// already passed is the exception: it needs no timer to complete, so
     /// it is made, and completes, as on a running timer. Every pending [`Sleep`] (and so every
     /// pending [`Timeout`] and [`Interval`]) is woken and panics when polled,
@@ -496,10 +499,11 @@ impl Timer {
     /// handles of the returned callbacks report
     /// [`is_cancelled`](TimerHandle::is_cancelled). A second call returns
     /// nothing. A runtime's shutdown does the same to its timers, dropping
-    /// the callbacks. Called from a callback, it does not stop the others
-    /// the driver has already taken out of the wheel to run in the same
-    /// pass (up to 32 at a time): they still run, and are not handed back.
-    /// To stop one of those, [`cancel`](TimerHandle::cancel) it.
+    /// the callbacks. It does not stop the callbacks the driver has already
+    /// taken out of the wheel to run in its current pass (up to 32 at a
+    /// time), whether it is called from one of them or from another thread
+    /// while they run: they still run, and are not handed back. To stop one
+    /// of those, [`cancel`](TimerHandle::cancel) it.
     ///
     /// # Examples
     ///
@@ -656,7 +660,8 @@ impl Timer {
 
     /// Whether the timer has shut down ([`shutdown`](Timer::shutdown) was
     /// called, or its runtime shut down). A shut-down timer fires nothing
-    /// more.
+    /// more, apart from the callbacks its driver had already taken to run
+    /// when the shutdown came (see [`shutdown`](Timer::shutdown)).
     ///
     /// # Examples
     ///
