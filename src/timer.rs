@@ -493,9 +493,9 @@ impl Timer {
     /// polled) panic when polled. A sleep or timeout whose deadline has
     /// already passed is the exception: it needs no timer to complete, so
     /// it is made, and completes, as on a running timer. Every pending [`Sleep`] (and so every
-    /// pending [`Timeout`] and [`Interval`]) is woken and panics when polled,
-    /// with a message saying the timer has shut down, rather than hang or
-    /// complete before its deadline; drop them instead of polling them. The
+    /// pending [`Timeout`] and [`Interval`]) is woken and, polled before its
+    /// deadline, panics with a message saying the timer has shut down,
+    /// rather than hang or complete early (polled after it, it completes); drop them instead of polling them. The
     /// handles of the returned callbacks report
     /// [`is_cancelled`](TimerHandle::is_cancelled). A second call returns
     /// nothing. A runtime's shutdown does the same to its timers, dropping

@@ -318,3 +318,29 @@ async fn a_pending_sleep_reset_into_the_past_after_shutdown_completes() {
     let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pending.poll()));
     assert!(polled.is_err(), "completed early: {polled:?}");
 }
+
+/// Found by review: a sleep whose deadline had passed, but which the
+/// driver had not fired yet when the timer shut down (here its runtime's
+/// only thread was busy), panicked when polled instead of completing.
+#[test]
+fn a_sleep_due_but_not_yet_fired_at_shutdown_completes() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let timer = Timer::builder().build().unwrap();
+        let mut due = task::spawn(timer.sleep(Duration::from_millis(1)));
+        let mut later = task::spawn(timer.sleep(Duration::from_secs(60)));
+        assert_pending!(due.poll());
+        assert_pending!(later.poll());
+        // Blocks the runtime's only thread, so the driver cannot run.
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(timer.shutdown().sleeps, 2);
+        assert_ready!(due.poll());
+        let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| later.poll()));
+        assert!(polled.is_err(), "completed 60 s early");
+        let stats = timer.stats();
+        assert_eq!((stats.fired, stats.entries), (1, 1), "{stats:?}");
+    });
+}

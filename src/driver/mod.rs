@@ -701,7 +701,21 @@ impl Shared {
         let mut inner = shard.lock();
         let shut_down = inner.shut_down;
         match inner.wheel.value_mut(key) {
-            Some(_) if shut_down => Poll::Ready(Err(Error::shut_down())),
+            Some(_) if shut_down => {
+                // Cold. Due by the clock, though the driver never got to it
+                // (the shutdown came first): it completes, as a sleep made
+                // now with that deadline would. `now_tick` rounds down and
+                // the entry's tick up, so this is never early.
+                let tick = inner.wheel.deadline(key).expect("the entry is present");
+                if tick > self.clock.now_tick(self.now()) {
+                    return Poll::Ready(Err(Error::shut_down()));
+                }
+                let job = inner.wheel.remove(key);
+                inner.fired += 1;
+                drop(inner);
+                drop(job);
+                Poll::Ready(Ok(()))
+            }
             Some(Job::Wake(slot)) => {
                 let old = (!slot.will_wake(waker)).then(|| std::mem::replace(slot, waker.clone()));
                 drop(inner);

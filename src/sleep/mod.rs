@@ -87,8 +87,10 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 /// # Panics
 ///
 /// Polling panics if the sleep is pending when its timer has shut down
-/// ([`Timer::shutdown`], or its runtime shut down): the timer can no longer
-/// fire it, completing it would be early, and waiting would hang. The
+/// ([`Timer::shutdown`], or its runtime shut down) and its deadline has not
+/// passed: the timer can no longer fire it, completing it would be early,
+/// and waiting would hang. (Once the deadline has passed, by the timer's
+/// clock, it completes.) The
 /// message says so, as `tokio::time::Sleep`'s does. A sleep of the default
 /// timer first polled outside any runtime panics likewise, and so does the
 /// first poll of a sleep made by [`Timer::sleep`] on a timer at its

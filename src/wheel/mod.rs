@@ -285,7 +285,6 @@ impl<T> Wheel<T> {
     }
 
     /// The entry's deadline in ticks.
-    #[cfg(test)]
     pub(crate) fn deadline(&self, key: Key) -> Option<u64> {
         self.entry(key).map(|entry| entry.deadline)
     }
