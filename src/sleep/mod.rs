@@ -236,22 +236,8 @@ impl Sleep {
         let this = self.get_mut();
         let deadline = Deadline::from_instant(deadline);
         let state = this.state.get();
-        if this.timer.is_none() {
-            // Registering needs the default timer, which belongs to the
-            // runtime the caller is in; with none, the first poll binds it.
-            match Timer::try_current() {
-                Ok(timer) => this.timer = Some(timer),
-                Err(_) => {
-                    this.state.set_deadline(deadline);
-                    if matches!(state, State::Elapsed) {
-                        this.state.set(State::Idle);
-                    }
-                    return;
-                }
-            }
-        }
         let Some(timer) = &this.timer else {
-            unreachable!("bound above")
+            return this.reset_unbound(deadline);
         };
         let shared = timer.shared();
         let tick = shared.clock().tick_of(deadline);
@@ -278,6 +264,29 @@ impl Sleep {
             _ => {
                 this.state.set_deadline(deadline);
                 this.state.set(rearmed(shared, deadline, tick));
+            }
+        }
+    }
+
+    /// [`reset`](Sleep::reset) of a default-timer sleep not yet bound to
+    /// its timer (never polled, or reset): binds it if called inside a
+    /// runtime, which registers the sleep, and otherwise leaves it to be
+    /// registered by its first poll.
+    #[cold]
+    #[inline(never)]
+    fn reset_unbound(&mut self, deadline: Deadline) {
+        // Registering needs the default timer, which belongs to the runtime
+        // the caller is in; with none, the first poll binds it.
+        match Timer::try_current() {
+            Ok(timer) => {
+                self.timer = Some(timer);
+                Pin::new(self).reset(deadline.instant());
+            }
+            Err(_) => {
+                self.state.set_deadline(deadline);
+                if matches!(self.state.get(), State::Elapsed) {
+                    self.state.set(State::Idle);
+                }
             }
         }
     }
