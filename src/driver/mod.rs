@@ -423,6 +423,26 @@ pub(crate) enum Progress {
     Fired,
 }
 
+impl Progress {
+    /// Where an entry due at `due` (a tick, or a deadline) stands against
+    /// the `published` and `completed` watermarks, read in that order, the
+    /// second only if needed.
+    #[inline(always)]
+    fn of<T: PartialOrd>(
+        due: T,
+        published: impl FnOnce() -> T,
+        completed: impl FnOnce() -> T,
+    ) -> Progress {
+        if due > published() {
+            Progress::NotFired
+        } else if due <= completed() {
+            Progress::Fired
+        } else {
+            Progress::Unknown
+        }
+    }
+}
+
 /// What [`Shared::reset`] did with a `Sleep`'s entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Reset {
@@ -743,13 +763,11 @@ impl Shared {
         let Some(deadline) = near else {
             return self.progress_of_tick(self.clock.tick_of(deadline));
         };
-        if deadline > self.published_at.load(Ordering::Acquire) {
-            Progress::NotFired
-        } else if deadline <= self.completed_at.load(Ordering::Acquire) {
-            Progress::Fired
-        } else {
-            Progress::Unknown
-        }
+        Progress::of(
+            deadline,
+            || self.published_at.load(Ordering::Acquire),
+            || self.completed_at.load(Ordering::Acquire),
+        )
     }
 
     /// [`progress`](Shared::progress) by the tick, for the deadlines more
@@ -757,13 +775,11 @@ impl Shared {
     #[cold]
     #[inline(never)]
     fn progress_of_tick(&self, tick: u64) -> Progress {
-        if tick > self.published.load(Ordering::Acquire) {
-            Progress::NotFired
-        } else if tick <= self.completed.load(Ordering::Acquire) {
-            Progress::Fired
-        } else {
-            Progress::Unknown
-        }
+        Progress::of(
+            tick,
+            || self.published.load(Ordering::Acquire),
+            || self.completed.load(Ordering::Acquire),
+        )
     }
 
     /// Whether a registered entry has fired (the driver has freed it).
