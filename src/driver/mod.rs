@@ -77,7 +77,7 @@
 //! load and a compare, no division. (A deadline's tick is at most `w` just
 //! when the deadline is at most `origin + w * tick`, so the two compare
 //! alike; the `Sleep`s beyond `i64` compute their tick and use the ticks.)
-//! Each `_at` is stored before its tick, both by the runner alone.
+//! Each `_at` is stored just before its tick, by whoever raises the tick.
 //!
 //! `published`: no entry due after it has fired. The runner raises it,
 //! under the lock, to the tick it is about to process *before* popping
