@@ -753,18 +753,20 @@ impl Shared {
     /// as far as can be told without the lock. See "Polling without the
     /// lock".
     ///
-    /// `near` is `deadline.to_i64()`, which the caller may have at hand.
+    /// `near` is the deadline's [`to_i64`](Deadline::to_i64), which the
+    /// caller has at hand; `deadline` gives the whole, called only when that
+    /// is `None` (and by a debug assertion).
     #[inline]
-    pub(crate) fn progress(&self, deadline: Deadline, near: Option<i64>) -> Progress {
-        debug_assert_eq!(near, deadline.to_i64());
+    pub(crate) fn progress(&self, near: Option<i64>, deadline: impl Fn() -> Deadline) -> Progress {
+        debug_assert_eq!(near, deadline().to_i64());
         // Exact: a deadline's tick is at most `w` just when the deadline is
         // at most `deadline_at(w)`, and saturating at the ends of `i64`
         // keeps that for every deadline `to_i64` lets through.
-        let Some(deadline) = near else {
-            return self.progress_of_tick(self.clock.tick_of(deadline));
+        let Some(near) = near else {
+            return self.progress_of_tick(self.clock.tick_of(deadline()));
         };
         Progress::of(
-            deadline,
+            near,
             || self.published_at.load(Ordering::Acquire),
             || self.completed_at.load(Ordering::Acquire),
         )

@@ -92,7 +92,8 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 /// and waiting would hang. (Once the deadline has passed, by the timer's
 /// clock, it completes.) The
 /// message says so, as `tokio::time::Sleep`'s does. A sleep of the default
-/// timer first polled outside any runtime panics likewise, and so does the
+/// timer first polled outside any runtime before its deadline panics
+/// likewise, and so does the
 /// first poll of a sleep made by [`Timer::sleep`] on a timer at its
 /// [`max_pending`](crate::Builder::max_pending) limit
 /// ([`Timer::try_sleep`] returns that error instead).
@@ -139,7 +140,7 @@ impl Sleep {
     }
 
     /// A sleep that [`Timer::try_sleep_until`] registered eagerly for
-    /// `deadline`, whose tick is `tick`.
+    /// `deadline`.
     pub(crate) fn registered(
         timer: Timer,
         deadline: Deadline,
@@ -314,9 +315,10 @@ impl Sleep {
     /// How far `shared`, this sleep's timer, has got with its entry.
     #[inline]
     fn progress(&self, shared: &Shared) -> Progress {
-        // `near_deadline` is the cheap half; `deadline` is only read when
-        // `progress` needs the tick (more than 292 years from the base).
-        shared.progress(self.state.deadline(), self.state.near_deadline())
+        // `near_deadline` is the cheap half; the whole deadline is only
+        // assembled when `progress` needs its tick (more than 292 years
+        // from the base).
+        shared.progress(self.state.near_deadline(), || self.state.deadline())
     }
 
     /// The time on this sleep's timer's clock (`Instant::now()` before a
