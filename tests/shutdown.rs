@@ -344,3 +344,28 @@ fn a_sleep_due_but_not_yet_fired_at_shutdown_completes() {
         assert_eq!((stats.fired, stats.entries), (1, 1), "{stats:?}");
     });
 }
+
+/// Found by review: the check above compared ticks, the entry's rounded up
+/// and the clock's rounded down, so a deadline passed by less than a tick
+/// or two still panicked, where a new sleep with that deadline completed.
+#[test]
+fn a_sleep_whose_deadline_passed_within_the_tick_completes_after_shutdown() {
+    let timer = Timer::builder()
+        .manual()
+        .tick(Duration::from_millis(10))
+        .build()
+        .unwrap();
+    let start = timer.now();
+    let mut sleep = task::spawn(timer.sleep_until(start + Duration::from_millis(5)));
+    assert_pending!(sleep.poll());
+    timer.advance(Duration::from_millis(7));
+    assert!(!sleep.is_woken(), "fired before its tick");
+    drop(timer.shutdown());
+    let mut fresh = task::spawn(
+        timer
+            .try_sleep_until(start + Duration::from_millis(5))
+            .unwrap(),
+    );
+    assert_ready!(fresh.poll());
+    assert_ready!(sleep.poll());
+}

@@ -405,3 +405,27 @@ fn loom_sharded_registration_vs_runner() {
         assert!(poll(&mut late, &late_waker).is_pending());
     });
 }
+
+/// Shutdown's `publish(u64::MAX)` racing a runner's `publish(now)`: found
+/// by review (a load-then-store could lower the watermark again). The
+/// sleep, pending at shutdown and its deadline not passed, must then panic
+/// when polled; with the watermark lowered, it took the lock-free path,
+/// returned `Pending` with its waker unchanged, and hung.
+#[test]
+fn loom_shutdown_vs_runner_publish() {
+    let mut model = loom::model::Builder::new();
+    model.preemption_bound = Some(3);
+    model.check(|| {
+        let (timer, start) = manual();
+        let mut sleep = timer.sleep_until(start + ms(20));
+        let (_flag, waker) = flag();
+        assert!(poll(&mut sleep, &waker).is_pending());
+        let advancer = timer.clone();
+        let advance = thread::spawn(move || advancer.advance_to(start + ms(5)));
+        drop(timer.shutdown());
+        advance.join().unwrap();
+        let polled =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| poll(&mut sleep, &waker)));
+        assert!(polled.is_err(), "pending after shutdown: it would hang");
+    });
+}

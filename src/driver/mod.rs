@@ -102,8 +102,11 @@
 //! key gone, which also means fired: only the driver and the owning `Sleep`
 //! free a `Sleep`'s entry. The key's generation (24 bits, so that a `Sleep`
 //! keeps it and its deadline in sixteen bytes: [`KEY_GENERATION_BITS`])
-//! could match a newer entry in the same slab slot only if 2^24 insertions
-//! into that shard came within that one batch.
+//! matches a newer entry in the same slab slot if 2^24 insertions into that
+//! shard come within that one batch, which a callback looping in it can
+//! do. So a `Sleep` that cannot tell whether it has fired also checks the
+//! entry's tick under the lock ([`Owner`]): a newer entry in its slot is
+//! always due later.
 //!
 //! # Shards
 //!
@@ -186,8 +189,8 @@ pub(crate) use clock::{Clock, Deadline};
 /// The generations a timer's keys carry: what a `Sleep` has room for beside
 /// its deadline and its key's 32-bit index, in sixteen bytes. A stale key
 /// is used only between a batch's pop and its `completed` raise (see
-/// "Polling without the lock"), so 2^24 insertions into one shard in that
-/// window would be needed for it to match a newer entry.
+/// "Polling without the lock"), and then checked by its tick ([`Owner`]),
+/// so a generation come round does not make it name a newer entry.
 pub(crate) const KEY_GENERATION_BITS: u32 = 128 - Deadline::BITS - 32;
 use job::{held_waker, is_no_waker, Batch, Callback, CallbackState, Fire, Job, RunOrder};
 pub(crate) use sentinel::Sentinel;
@@ -356,6 +359,15 @@ impl Control {
 }
 
 impl Inner {
+    /// Whether `key` (local to this shard) names the `Sleep`'s own entry:
+    /// see [`Owner`]. A stale generation names none.
+    fn owns(&self, key: Key, owner: Owner) -> bool {
+        match owner {
+            Owner::Sure => true,
+            Owner::Check(tick) => self.wheel.deadline(key) == Some(tick),
+        }
+    }
+
     /// Whether a deadline at `tick` comes before the runner's next look at
     /// this wheel. If so, moves that promise up; the caller must then
     /// `notify` (after releasing the lock) so the alarm is re-armed.
@@ -441,6 +453,26 @@ impl Progress {
             Progress::Unknown
         }
     }
+}
+
+/// Whether a `Sleep`'s key may name an entry that is no longer its own.
+///
+/// A `Sleep` uses its key under the lock only while [`Progress`] says its
+/// entry has not fired, or cannot say. In the second case the driver may
+/// have fired and freed the entry, and the slot may hold a newer entry
+/// whose generation, come round (24 bits: a callback looping 2^24 times
+/// within the batch did it), matches the key. The tick tells them apart:
+/// an entry is only ever inserted or moved after `elapsed`, which had
+/// reached the fired entry's tick when it was popped, so a newer entry in
+/// its slot has a later tick; and a `Sleep`'s own entry always has its
+/// deadline's tick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Owner {
+    /// [`Progress::NotFired`]: the entry is certainly this `Sleep`'s.
+    Sure,
+    /// [`Progress::Unknown`]: the entry is this `Sleep`'s only if it is
+    /// due at this tick.
+    Check(u64),
 }
 
 /// What [`Shared::reset`] did with a `Sleep`'s entry.
@@ -716,18 +748,27 @@ impl Shared {
 
     /// Checks a `Sleep`'s entry: `Ready` once it has fired (the driver has
     /// freed it), otherwise stores `waker` if it differs from the one held.
-    pub(crate) fn poll_entry(&self, key: Key, waker: &Waker) -> Poll<Result<(), Error>> {
+    ///
+    /// `owner` is [`Owner`]'s check; `deadline` is the sleep's own.
+    pub(crate) fn poll_entry(
+        &self,
+        key: Key,
+        owner: Owner,
+        deadline: Deadline,
+        waker: &Waker,
+    ) -> Poll<Result<(), Error>> {
         let (shard, key) = self.locate(key);
         let mut inner = shard.lock();
         let shut_down = inner.shut_down;
+        if !inner.owns(key, owner) {
+            return Poll::Ready(Ok(()));
+        }
         match inner.wheel.value_mut(key) {
             Some(_) if shut_down => {
                 // Cold. Due by the clock, though the driver never got to it
                 // (the shutdown came first): it completes, as a sleep made
-                // now with that deadline would. `now_tick` rounds down and
-                // the entry's tick up, so this is never early.
-                let tick = inner.wheel.deadline(key).expect("the entry is present");
-                if tick > self.clock.now_tick(self.now()) {
+                // now with that deadline would, exactly (not by ticks).
+                if !deadline.reached_by(self.now()) {
                     return Poll::Ready(Err(Error::shut_down()));
                 }
                 let job = inner.wheel.remove(key);
@@ -784,19 +825,25 @@ impl Shared {
         )
     }
 
-    /// Whether a registered entry has fired (the driver has freed it).
-    pub(crate) fn has_fired(&self, key: Key) -> bool {
+    /// Whether a registered entry, due at `tick`, has fired (the driver has
+    /// freed it). Asked when [`Progress`] cannot tell, so the key is checked
+    /// as [`Owner::Check`] does.
+    pub(crate) fn has_fired(&self, key: Key, tick: u64) -> bool {
         let (shard, key) = self.locate(key);
-        shard.lock().wheel.value_mut(key).is_none()
+        let inner = shard.lock();
+        !inner.owns(key, Owner::Check(tick))
     }
 
     /// Cancels the entry of a `Sleep` that is dropped or reset before it
     /// completed; nothing if the driver has fired (and freed) it meanwhile.
     /// The waker goes now; the entry is freed with a batch of others (see
     /// `wheel/discard.rs`).
-    pub(crate) fn cancel(&self, key: Key) {
+    pub(crate) fn cancel(&self, key: Key, owner: Owner) {
         let (shard, key) = self.locate(key);
         let mut inner = shard.lock();
+        if !inner.owns(key, owner) {
+            return;
+        }
         let taken = inner.wheel.discard(key);
         if taken.is_some() {
             inner.cancelled += 1;
@@ -812,7 +859,9 @@ impl Shared {
     ///
     /// After shutdown a pending entry is still moved (only the alarm is left
     /// alone), so its next poll reports the shutdown.
-    pub(crate) fn reset(&self, key: Key, deadline: Deadline, tick: u64) -> Reset {
+    ///
+    /// `owner` is [`Owner`]'s check, with the tick the entry had.
+    pub(crate) fn reset(&self, key: Key, owner: Owner, deadline: Deadline, tick: u64) -> Reset {
         debug_assert_eq!(tick, self.clock.tick_of(deadline));
         // Cold: after shutdown nothing will fire the entry, so a deadline
         // that has passed fires it here, as registering afresh would (see
@@ -820,6 +869,9 @@ impl Shared {
         let passed_after_shutdown = self.is_shut_down() && deadline.reached_by(self.now());
         let (shard, key) = self.locate(key);
         let mut inner = shard.lock();
+        if !inner.owns(key, owner) {
+            return Reset::Gone;
+        }
         let moved = if passed_after_shutdown || self.reached(deadline) {
             // A manual clock already at the deadline: due now, as a sleep
             // registered afresh would be (see `register`), not at the end of
@@ -1133,11 +1185,17 @@ impl Shared {
 
     /// Announces that entries up to `tick` may fire from now on; called
     /// before any of them is popped.
+    ///
+    /// The runner and `shut_down` (with `u64::MAX`) may publish at once, so
+    /// each watermark only ever rises (`fetch_max`): a load-then-store
+    /// could let the runner's tick land after shutdown's `u64::MAX` and
+    /// lower it, and a sleep the shutdown woke would then take the lock-free
+    /// path, return `Pending`, and never be woken again.
     fn publish(&self, tick: u64) {
         if tick > self.published.load(Ordering::Relaxed) {
             self.published_at
-                .store(self.clock.deadline_at(tick), Ordering::Release);
-            self.published.store(tick, Ordering::Release);
+                .fetch_max(self.clock.deadline_at(tick), Ordering::Release);
+            self.published.fetch_max(tick, Ordering::Release);
         }
     }
 
@@ -1148,9 +1206,10 @@ impl Shared {
     fn complete(&self, tick: u64) {
         debug_assert!(tick < u64::MAX);
         if tick > self.completed.load(Ordering::Relaxed) {
+            // Only ever raised, as `publish`'s.
             self.completed_at
-                .store(self.clock.deadline_at(tick), Ordering::Release);
-            self.completed.store(tick, Ordering::Release);
+                .fetch_max(self.clock.deadline_at(tick), Ordering::Release);
+            self.completed.fetch_max(tick, Ordering::Release);
         }
     }
 
@@ -1376,10 +1435,70 @@ mod tests {
         );
         assert!(!message.contains("max_pending"), "{message}");
         // A cancelled entry, freed only with its batch, still makes room.
-        shared.cancel(keys[0]);
+        shared.cancel(keys[0], Owner::Sure);
         assert!(matches!(
             shared.register(deadline, tick, None),
             Registration::Pending(_)
         ));
+    }
+
+    /// Found by review: with generations come round (a callback can insert
+    /// 2^24 times within one batch), a fired sleep's key matched a newer
+    /// entry in its slot; polling it replaced that entry's waker, and
+    /// cancelling it would have cancelled it. The tick check of
+    /// [`Owner::Check`] tells them apart; here the wheel has 4 generations.
+    #[test]
+    fn a_fired_sleeps_key_never_names_a_newer_entry_in_its_slot() {
+        let shared = Shared::new_manual(Geometry {
+            clock: Clock::new(Instant::now(), Duration::from_millis(1)),
+            slots_per_level: 64,
+            max_pending: usize::MAX,
+            shards: 1,
+        });
+        shared.shards[0].0.lock().wheel = {
+            let mut wheel = Wheel::new(64);
+            wheel.limit_generations(2);
+            wheel
+        };
+        let shared = Arc::new(shared);
+        let start = shared.now();
+        let at = |ms| Deadline::from_instant(start + Duration::from_millis(ms));
+        let register = |deadline: Deadline| match shared.register(
+            deadline,
+            shared.clock().tick_of(deadline),
+            None,
+        ) {
+            Registration::Pending(key) => key,
+            other => panic!("not registered: {other:?}"),
+        };
+        let fired = register(at(10));
+        let fired_tick = shared.clock().tick_of(at(10));
+        shared.advance_to(start + Duration::from_millis(10));
+        // Register and cancel in the freed slot until the generation comes
+        // round to the fired key's.
+        let newer = (0..16)
+            .map(|_| register(at(20)))
+            .find(|&key| {
+                key == fired || {
+                    shared.cancel(key, Owner::Sure);
+                    false
+                }
+            })
+            .expect("the slot and its generation came round");
+        let noop = Waker::noop();
+        assert_eq!(
+            shared.poll_entry(fired, Owner::Check(fired_tick), at(10), noop),
+            Poll::Ready(Ok(())),
+            "a fired sleep took the newer entry for its own"
+        );
+        assert!(shared.has_fired(fired, fired_tick));
+        let cancelled = shared.stats().cancelled;
+        shared.cancel(fired, Owner::Check(fired_tick));
+        assert_eq!(
+            shared.stats().cancelled,
+            cancelled,
+            "cancelled the newer entry"
+        );
+        assert!(!shared.has_fired(newer, shared.clock().tick_of(at(20))));
     }
 }

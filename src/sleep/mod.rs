@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::driver::{Deadline, Progress, Registration, Reset, Shared};
+use crate::driver::{Deadline, Owner, Progress, Registration, Reset, Shared};
 use crate::error::Error;
 use crate::Timer;
 use state::{Packed, State, WakerId};
@@ -195,7 +195,9 @@ impl Sleep {
                 let shared = timer.shared();
                 match self.progress(shared) {
                     Progress::NotFired => false,
-                    Progress::Unknown => shared.has_fired(key),
+                    Progress::Unknown => {
+                        shared.has_fired(key, shared.clock().tick_of(self.state.deadline()))
+                    }
                     Progress::Fired => true,
                 }
             }
@@ -242,11 +244,13 @@ impl Sleep {
         };
         let shared = timer.shared();
         let tick = shared.clock().tick_of(deadline);
+        // At the old deadline, before it is overwritten.
+        let progress = this.progress(shared);
         match state {
-            // Checked at the old deadline, before it is overwritten.
-            State::Registered { key, waker } if this.progress(shared) != Progress::Fired => {
+            State::Registered { key, waker } if progress != Progress::Fired => {
+                let owner = this.owner(shared, progress);
                 this.state.set_deadline(deadline);
-                match shared.reset(key, deadline, tick) {
+                match shared.reset(key, owner, deadline, tick) {
                     // The common case (the entry still holds the waker, or
                     // none was known) leaves the state as it was.
                     Reset::Pending { holds_waker } => {
@@ -306,9 +310,20 @@ impl Sleep {
     fn release(&mut self) {
         if let (State::Registered { key, .. }, Some(timer)) = (self.state.get(), &self.timer) {
             let shared = timer.shared();
-            if self.progress(shared) != Progress::Fired {
-                shared.cancel(key);
+            let progress = self.progress(shared);
+            if progress != Progress::Fired {
+                shared.cancel(key, self.owner(shared, progress));
             }
+        }
+    }
+
+    /// How sure this registered sleep can be that its key still names its
+    /// own entry (see [`Owner`]): checked only when the lock-free
+    /// [`progress`](Sleep::progress) cannot tell whether it has fired.
+    fn owner(&self, shared: &Shared, progress: Progress) -> Owner {
+        match progress {
+            Progress::NotFired => Owner::Sure,
+            _ => Owner::Check(shared.clock().tick_of(self.state.deadline())),
         }
     }
 
@@ -386,7 +401,8 @@ impl Sleep {
                 let timer = self.timer.as_ref().expect("a registered sleep has a timer");
                 let shared = timer.shared();
                 let id = WakerId::of(cx.waker());
-                match self.progress(shared) {
+                let progress = self.progress(shared);
+                match progress {
                     Progress::NotFired if waker == Some(id) => return Poll::Pending,
                     Progress::Fired => {
                         self.state.set(State::Elapsed);
@@ -394,7 +410,8 @@ impl Sleep {
                     }
                     _ => {}
                 }
-                match shared.poll_entry(key, cx.waker()) {
+                let owner = self.owner(shared, progress);
+                match shared.poll_entry(key, owner, self.state.deadline(), cx.waker()) {
                     Poll::Pending => {
                         self.state.set(State::Registered {
                             key,
