@@ -178,6 +178,7 @@ mod sentinel;
 
 use std::cell::RefCell;
 use std::future::Future;
+use std::num::NonZeroU64;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::task::{Context, Poll, Wake, Waker};
@@ -361,10 +362,11 @@ impl Control {
 impl Inner {
     /// Whether `key` (local to this shard) names the `Sleep`'s own entry:
     /// see [`Owner`]. A stale generation names none.
+    #[inline]
     fn owns(&self, key: Key, owner: Owner) -> bool {
         match owner {
             Owner::Sure => true,
-            Owner::Check(tick) => self.wheel.deadline(key) == Some(tick),
+            Owner::Check(tick) => self.wheel.deadline(key) == Some(tick.get()),
         }
     }
 
@@ -471,8 +473,16 @@ pub(crate) enum Owner {
     /// [`Progress::NotFired`]: the entry is certainly this `Sleep`'s.
     Sure,
     /// [`Progress::Unknown`]: the entry is this `Sleep`'s only if it is
-    /// due at this tick.
-    Check(u64),
+    /// due at this tick (never 0: a registered entry is due after tick 0,
+    /// and the niche keeps `Owner` in one register).
+    Check(NonZeroU64),
+}
+
+impl Owner {
+    /// [`Check`](Owner::Check) for an entry due at `tick`.
+    pub(crate) fn check(tick: u64) -> Owner {
+        Owner::Check(NonZeroU64::new(tick).unwrap_or(NonZeroU64::MIN))
+    }
 }
 
 /// What [`Shared::reset`] did with a `Sleep`'s entry.
@@ -831,7 +841,7 @@ impl Shared {
     pub(crate) fn has_fired(&self, key: Key, tick: u64) -> bool {
         let (shard, key) = self.locate(key);
         let inner = shard.lock();
-        !inner.owns(key, Owner::Check(tick))
+        !inner.owns(key, Owner::check(tick))
     }
 
     /// Cancels the entry of a `Sleep` that is dropped or reset before it
@@ -1487,13 +1497,13 @@ mod tests {
             .expect("the slot and its generation came round");
         let noop = Waker::noop();
         assert_eq!(
-            shared.poll_entry(fired, Owner::Check(fired_tick), at(10), noop),
+            shared.poll_entry(fired, Owner::check(fired_tick), at(10), noop),
             Poll::Ready(Ok(())),
             "a fired sleep took the newer entry for its own"
         );
         assert!(shared.has_fired(fired, fired_tick));
         let cancelled = shared.stats().cancelled;
-        shared.cancel(fired, Owner::Check(fired_tick));
+        shared.cancel(fired, Owner::check(fired_tick));
         assert_eq!(
             shared.stats().cancelled,
             cancelled,

@@ -244,11 +244,16 @@ impl Sleep {
         };
         let shared = timer.shared();
         let tick = shared.clock().tick_of(deadline);
-        // At the old deadline, before it is overwritten.
-        let progress = this.progress(shared);
-        match state {
-            State::Registered { key, waker } if progress != Progress::Fired => {
-                let owner = this.owner(shared, progress);
+        // Progress at the old deadline, before it is overwritten.
+        let registered = match state {
+            State::Registered { key, waker } => match this.progress(shared) {
+                Progress::Fired => None,
+                progress => Some((key, waker, this.owner(shared, progress))),
+            },
+            _ => None,
+        };
+        match registered {
+            Some((key, waker, owner)) => {
                 this.state.set_deadline(deadline);
                 match shared.reset(key, owner, deadline, tick) {
                     // The common case (the entry still holds the waker, or
@@ -266,7 +271,7 @@ impl Sleep {
             // woken), completed, or never polled: registered afresh, with no
             // waker, as tokio's is, so that `is_elapsed` turns true at the
             // new deadline whether or not it is polled.
-            _ => {
+            None => {
                 this.state.set_deadline(deadline);
                 this.state.set(rearmed(shared, deadline, tick));
             }
@@ -323,7 +328,7 @@ impl Sleep {
     fn owner(&self, shared: &Shared, progress: Progress) -> Owner {
         match progress {
             Progress::NotFired => Owner::Sure,
-            _ => Owner::Check(shared.clock().tick_of(self.state.deadline())),
+            _ => Owner::check(shared.clock().tick_of(self.state.deadline())),
         }
     }
 
