@@ -7,7 +7,7 @@ use std::time::Duration;
 use wheel::Timer;
 
 mod common;
-use common::manual;
+use common::{manual, manual_ticking};
 
 fn counter() -> (Arc<AtomicU32>, impl Fn() -> Box<dyn FnOnce() + Send>) {
     let count = Arc::new(AtomicU32::new(0));
@@ -219,11 +219,7 @@ fn callbacks_from_many_threads_run_exactly_once() {
 
 #[test]
 fn a_callback_sees_the_time_it_was_due_at() {
-    let timer = Timer::builder()
-        .manual()
-        .tick(Duration::from_millis(10))
-        .build()
-        .unwrap();
+    let timer = manual_ticking(Duration::from_millis(10));
     let start = timer.now();
     let seen = Arc::new(Mutex::new(Vec::new()));
     for ms in [25u64, 10, 70] {

@@ -8,7 +8,7 @@ use tokio_test::{assert_pending, assert_ready, task};
 use wheel::Timer;
 
 mod common;
-use common::manual;
+use common::{manual, manual_ticking};
 
 #[test]
 fn shutdown_hands_back_the_callbacks_that_never_ran() {
@@ -350,11 +350,7 @@ fn a_sleep_due_but_not_yet_fired_at_shutdown_completes() {
 /// or two still panicked, where a new sleep with that deadline completed.
 #[test]
 fn a_sleep_whose_deadline_passed_within_the_tick_completes_after_shutdown() {
-    let timer = Timer::builder()
-        .manual()
-        .tick(Duration::from_millis(10))
-        .build()
-        .unwrap();
+    let timer = manual_ticking(Duration::from_millis(10));
     let start = timer.now();
     let mut sleep = task::spawn(timer.sleep_until(start + Duration::from_millis(5)));
     assert_pending!(sleep.poll());

@@ -30,6 +30,11 @@ pub fn manual() -> Timer {
     Timer::builder().manual().build().unwrap()
 }
 
+/// A timer on a manual clock whose tick is `tick`.
+pub fn manual_ticking(tick: Duration) -> Timer {
+    Timer::builder().manual().tick(tick).build().unwrap()
+}
+
 /// The message of a caught panic, whatever its payload type.
 pub fn panic_message(payload: &(dyn Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
