@@ -429,3 +429,34 @@ fn loom_shutdown_vs_runner_publish() {
         assert!(polled.is_err(), "pending after shutdown: it would hang");
     });
 }
+
+/// Found by review: a `Sleep` dropped on one thread read "not fired"
+/// without the lock, and the runner then fired its entry and a newer sleep
+/// took the slot, its generation come round (the wheel here has two), so
+/// the drop cancelled the newer sleep's entry and it completed at once,
+/// 10 ms early. Under the lock, `owns` looks at the watermark again.
+#[test]
+fn loom_drop_vs_fire_and_reuse_of_the_slot() {
+    let mut model = loom::model::Builder::new();
+    model.preemption_bound = Some(2);
+    model.check(|| {
+        let (timer, start) = manual();
+        timer.shared().shards[0].0.lock().wheel = {
+            let mut wheel = crate::wheel::Wheel::new(4);
+            wheel.limit_generations(1);
+            wheel
+        };
+        let a = timer.try_sleep_until(start + ms(10)).unwrap();
+        let dropper = thread::spawn(move || drop(a));
+        timer.advance_to(start + ms(10));
+        drop(timer.try_sleep_until(start + ms(50)).unwrap());
+        let mut b = timer.try_sleep_until(start + ms(20)).unwrap();
+        dropper.join().unwrap();
+        let (_flag, waker) = flag();
+        let at = timer.now() - start;
+        assert!(
+            poll(&mut b, &waker).is_pending(),
+            "completed at {at:?}, deadline 20 ms"
+        );
+    });
+}

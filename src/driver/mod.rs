@@ -79,8 +79,10 @@
 //! alike; the `Sleep`s beyond `i64` compute their tick and use the ticks.)
 //! Each `_at` is stored just before its tick, by whoever raises the tick.
 //!
-//! `published`: no entry due after it has fired. The runner raises it,
-//! under the lock, to the tick it is about to process *before* popping
+//! `published`: no entry due after it has fired. The runner raises it
+//! (outside the shards' locks, with `fetch_max`, since `shut_down` may
+//! raise it at the same time) to the tick it is about to process *before*
+//! popping
 //! (hence before waking) anything due by then; `shut_down` raises it to
 //! `u64::MAX`; an entry fired by `reset` is at or before the wheel's
 //! `elapsed`, which never passes it. A `Sleep` whose tick is later
@@ -93,8 +95,9 @@
 //! never lowered.
 //!
 //! `completed`: no entry due by it is still in the wheel. The runner raises
-//! it, under the lock, once it has popped (and freed) everything due by the
-//! tick it processed, and never at shutdown, which leaves entries in place.
+//! it (outside the locks) once it has popped, under each shard's lock, and
+//! freed everything due by the tick it processed, and never at shutdown,
+//! which leaves entries in place.
 //! A `Sleep` whose tick is at or before it has fired: it completes, and on
 //! drop or reset lets go of its key, without the lock. So a fired `Sleep`
 //! never uses its key again once the batch that fired it is done. Between
@@ -103,10 +106,13 @@
 //! free a `Sleep`'s entry. The key's generation (24 bits, so that a `Sleep`
 //! keeps it and its deadline in sixteen bytes: [`KEY_GENERATION_BITS`])
 //! matches a newer entry in the same slab slot if 2^24 insertions into that
-//! shard come within that one batch, which a callback looping in it can
-//! do. So a `Sleep` that cannot tell whether it has fired also checks the
-//! entry's tick under the lock ([`Owner`]): a newer entry in its slot is
-//! always due later.
+//! shard come in between, which a callback looping within the pass can do
+//! (and a thread stalled between its lock-free look and the lock could
+//! see). So every use of a key under the lock checks that it still names
+//! its own entry: a `Sleep`'s, and a registration's after it released the
+//! lock to notify, by the watermark and the entry's tick
+//! ([`Shared::owns`]: a newer entry in the slot is always due later); a
+//! callback handle's by the callback's identity (`cancel_callback`).
 //!
 //! # Shards
 //!
@@ -178,7 +184,6 @@ mod sentinel;
 
 use std::cell::RefCell;
 use std::future::Future;
-use std::num::NonZeroU64;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::task::{Context, Poll, Wake, Waker};
@@ -190,8 +195,8 @@ pub(crate) use clock::{Clock, Deadline};
 /// The generations a timer's keys carry: what a `Sleep` has room for beside
 /// its deadline and its key's 32-bit index, in sixteen bytes. A stale key
 /// is used only between a batch's pop and its `completed` raise (see
-/// "Polling without the lock"), and then checked by its tick ([`Owner`]),
-/// so a generation come round does not make it name a newer entry.
+/// "Polling without the lock"), and then checked ([`Shared::owns`]), so a
+/// generation come round does not make it name a newer entry.
 pub(crate) const KEY_GENERATION_BITS: u32 = 128 - Deadline::BITS - 32;
 use job::{held_waker, is_no_waker, Batch, Callback, CallbackState, Fire, Job, RunOrder};
 pub(crate) use sentinel::Sentinel;
@@ -360,16 +365,6 @@ impl Control {
 }
 
 impl Inner {
-    /// Whether `key` (local to this shard) names the `Sleep`'s own entry:
-    /// see [`Owner`]. A stale generation names none.
-    #[inline]
-    fn owns(&self, key: Key, owner: Owner) -> bool {
-        match owner {
-            Owner::Sure => true,
-            Owner::Check(tick) => self.wheel.deadline(key) == Some(tick.get()),
-        }
-    }
-
     /// Whether a deadline at `tick` comes before the runner's next look at
     /// this wheel. If so, moves that promise up; the caller must then
     /// `notify` (after releasing the lock) so the alarm is re-armed.
@@ -454,34 +449,6 @@ impl Progress {
         } else {
             Progress::Unknown
         }
-    }
-}
-
-/// Whether a `Sleep`'s key may name an entry that is no longer its own.
-///
-/// A `Sleep` uses its key under the lock only while [`Progress`] says its
-/// entry has not fired, or cannot say. In the second case the driver may
-/// have fired and freed the entry, and the slot may hold a newer entry
-/// whose generation, come round (24 bits: a callback looping 2^24 times
-/// within the batch did it), matches the key. The tick tells them apart:
-/// an entry is only ever inserted or moved after `elapsed`, which had
-/// reached the fired entry's tick when it was popped, so a newer entry in
-/// its slot has a later tick; and a `Sleep`'s own entry always has its
-/// deadline's tick.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Owner {
-    /// [`Progress::NotFired`]: the entry is certainly this `Sleep`'s.
-    Sure,
-    /// [`Progress::Unknown`]: the entry is this `Sleep`'s only if it is
-    /// due at this tick (never 0: a registered entry is due after tick 0,
-    /// and the niche keeps `Owner` in one register).
-    Check(NonZeroU64),
-}
-
-impl Owner {
-    /// [`Check`](Owner::Check) for an entry due at `tick`.
-    pub(crate) fn check(tick: u64) -> Owner {
-        Owner::Check(NonZeroU64::new(tick).unwrap_or(NonZeroU64::MIN))
     }
 }
 
@@ -728,6 +695,12 @@ impl Shared {
             }
             return Registration::Pending(self.key(home, local));
         }
+        // The runner may have fired and freed the entry meanwhile, and a
+        // callback refilled its slot: see `owns`.
+        if !self.owns(&inner, local, deadline) {
+            inner.fired -= 1;
+            return Registration::Elapsed;
+        }
         match inner.wheel.value_mut(local) {
             Some(Job::Wake(slot)) => {
                 if let Some(waker) = waker {
@@ -759,18 +732,18 @@ impl Shared {
     /// Checks a `Sleep`'s entry: `Ready` once it has fired (the driver has
     /// freed it), otherwise stores `waker` if it differs from the one held.
     ///
-    /// `owner` is [`Owner`]'s check; `deadline` is the sleep's own.
+    /// `deadline` is the sleep's, for [`owns`](Shared::owns) and after
+    /// shutdown.
     pub(crate) fn poll_entry(
         &self,
         key: Key,
-        owner: Owner,
         deadline: Deadline,
         waker: &Waker,
     ) -> Poll<Result<(), Error>> {
         let (shard, key) = self.locate(key);
         let mut inner = shard.lock();
         let shut_down = inner.shut_down;
-        if !inner.owns(key, owner) {
+        if !self.owns(&inner, key, deadline) {
             return Poll::Ready(Ok(()));
         }
         match inner.wheel.value_mut(key) {
@@ -823,6 +796,35 @@ impl Shared {
         )
     }
 
+    /// Whether `key` (local to `inner`, its shard, whose lock the caller
+    /// holds) still names the entry of the `Sleep` due at `deadline`.
+    ///
+    /// A `Sleep` may use its key after the driver has fired and freed its
+    /// entry (until `completed` tells it so), and the slot may by then hold
+    /// a newer entry whose generation, come round (24 bits: a callback
+    /// looping 2^24 times within one pass does it), matches the key. Under
+    /// the lock, a `published` watermark still short of the deadline proves
+    /// the entry unfired: the runner publishes before it pops, and pops
+    /// under this lock. Otherwise the tick tells: an entry is only inserted
+    /// or moved after the wheel's `elapsed`, which had reached the fired
+    /// entry's tick when it was popped, so a newer entry in its slot is due
+    /// later; and a `Sleep`'s own entry is always due at its deadline's tick.
+    #[inline(always)]
+    fn owns(&self, inner: &Inner, key: Key, deadline: Deadline) -> bool {
+        match deadline.to_i64() {
+            Some(near) if near > self.published_at.load(Ordering::Acquire) => true,
+            _ => self.owns_by_tick(inner, key, deadline),
+        }
+    }
+
+    /// [`owns`](Shared::owns) once the watermark cannot vouch for the entry.
+    #[cold]
+    #[inline(never)]
+    fn owns_by_tick(&self, inner: &Inner, key: Key, deadline: Deadline) -> bool {
+        let tick = self.clock.tick_of(deadline);
+        tick > self.published.load(Ordering::Acquire) || inner.wheel.deadline(key) == Some(tick)
+    }
+
     /// [`progress`](Shared::progress) by the tick, for the deadlines more
     /// than 292 years from the base.
     #[cold]
@@ -835,23 +837,24 @@ impl Shared {
         )
     }
 
-    /// Whether a registered entry, due at `tick`, has fired (the driver has
-    /// freed it). Asked when [`Progress`] cannot tell, so the key is checked
-    /// as [`Owner::Check`] does.
-    pub(crate) fn has_fired(&self, key: Key, tick: u64) -> bool {
+    /// Whether the entry of a `Sleep` due at `deadline` has fired (the
+    /// driver has freed it).
+    pub(crate) fn has_fired(&self, key: Key, deadline: Deadline) -> bool {
         let (shard, key) = self.locate(key);
         let inner = shard.lock();
-        !inner.owns(key, Owner::check(tick))
+        !self.owns(&inner, key, deadline)
     }
 
     /// Cancels the entry of a `Sleep` that is dropped or reset before it
     /// completed; nothing if the driver has fired (and freed) it meanwhile.
     /// The waker goes now; the entry is freed with a batch of others (see
     /// `wheel/discard.rs`).
-    pub(crate) fn cancel(&self, key: Key, owner: Owner) {
+    ///
+    /// `deadline` is the sleep's, for [`owns`](Shared::owns).
+    pub(crate) fn cancel(&self, key: Key, deadline: Deadline) {
         let (shard, key) = self.locate(key);
         let mut inner = shard.lock();
-        if !inner.owns(key, owner) {
+        if !self.owns(&inner, key, deadline) {
             return;
         }
         let taken = inner.wheel.discard(key);
@@ -870,8 +873,9 @@ impl Shared {
     /// After shutdown a pending entry is still moved (only the alarm is left
     /// alone), so its next poll reports the shutdown.
     ///
-    /// `owner` is [`Owner`]'s check, with the tick the entry had.
-    pub(crate) fn reset(&self, key: Key, owner: Owner, deadline: Deadline, tick: u64) -> Reset {
+    /// `old` is the sleep's deadline before this reset, for
+    /// [`owns`](Shared::owns).
+    pub(crate) fn reset(&self, key: Key, old: Deadline, deadline: Deadline, tick: u64) -> Reset {
         debug_assert_eq!(tick, self.clock.tick_of(deadline));
         // Cold: after shutdown nothing will fire the entry, so a deadline
         // that has passed fires it here, as registering afresh would (see
@@ -879,7 +883,7 @@ impl Shared {
         let passed_after_shutdown = self.is_shut_down() && deadline.reached_by(self.now());
         let (shard, key) = self.locate(key);
         let mut inner = shard.lock();
-        if !inner.owns(key, owner) {
+        if !self.owns(&inner, key, old) {
             return Reset::Gone;
         }
         let moved = if passed_after_shutdown || self.reached(deadline) {
@@ -989,13 +993,21 @@ impl Shared {
             return false;
         }
         inner.cancelled += 1;
-        // As a `Sleep`'s: the closure goes now, the entry with a batch.
-        let Some(job) = inner.wheel.discard(key) else {
+        // Still in the wheel only if its slot holds this very callback: once
+        // the runner has taken it into a batch, the slot may hold a newer
+        // entry whose generation has come round to the key's (see `owns`).
+        let in_wheel = matches!(
+            inner.wheel.value(key),
+            Some(Job::Call(callback)) if std::ptr::eq(Arc::as_ptr(&callback.state), state)
+        );
+        if !in_wheel {
             // In a batch: the runner drops it unrun. It was counted fired
             // when taken out; it was not.
             inner.fired -= 1;
             return true;
-        };
+        }
+        // As a `Sleep`'s: the closure goes now, the entry with a batch.
+        let job = inner.wheel.discard(key).expect("found above");
         debug_assert!(matches!(job, Job::Call(_)));
         drop(inner);
         // Uncounted before the closure is dropped: a closure whose drop
@@ -1409,6 +1421,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::Timer;
 
     /// A manual timer of two shards whose shards each hold `capacity`
     /// entries: the real limit (2^31 - 1) is too large to reach in a test.
@@ -1445,7 +1458,7 @@ mod tests {
         );
         assert!(!message.contains("max_pending"), "{message}");
         // A cancelled entry, freed only with its batch, still makes room.
-        shared.cancel(keys[0], Owner::Sure);
+        shared.cancel(keys[0], deadline);
         assert!(matches!(
             shared.register(deadline, tick, None),
             Registration::Pending(_)
@@ -1456,7 +1469,8 @@ mod tests {
     /// 2^24 times within one batch), a fired sleep's key matched a newer
     /// entry in its slot; polling it replaced that entry's waker, and
     /// cancelling it would have cancelled it. The tick check of
-    /// [`Owner::Check`] tells them apart; here the wheel has 4 generations.
+    /// check of [`Shared::owns`] tells them apart; here the wheel has 4
+    /// generations.
     #[test]
     fn a_fired_sleeps_key_never_names_a_newer_entry_in_its_slot() {
         let shared = Shared::new_manual(Geometry {
@@ -1482,7 +1496,6 @@ mod tests {
             other => panic!("not registered: {other:?}"),
         };
         let fired = register(at(10));
-        let fired_tick = shared.clock().tick_of(at(10));
         shared.advance_to(start + Duration::from_millis(10));
         // Register and cancel in the freed slot until the generation comes
         // round to the fired key's.
@@ -1490,25 +1503,107 @@ mod tests {
             .map(|_| register(at(20)))
             .find(|&key| {
                 key == fired || {
-                    shared.cancel(key, Owner::Sure);
+                    shared.cancel(key, at(20));
                     false
                 }
             })
             .expect("the slot and its generation came round");
         let noop = Waker::noop();
         assert_eq!(
-            shared.poll_entry(fired, Owner::check(fired_tick), at(10), noop),
+            shared.poll_entry(fired, at(10), noop),
             Poll::Ready(Ok(())),
             "a fired sleep took the newer entry for its own"
         );
-        assert!(shared.has_fired(fired, fired_tick));
+        assert!(shared.has_fired(fired, at(10)));
         let cancelled = shared.stats().cancelled;
-        shared.cancel(fired, Owner::check(fired_tick));
+        shared.cancel(fired, at(10));
         assert_eq!(
             shared.stats().cancelled,
             cancelled,
             "cancelled the newer entry"
         );
-        assert!(!shared.has_fired(newer, shared.clock().tick_of(at(20))));
+        assert!(!shared.has_fired(newer, at(20)));
+    }
+
+    /// Gives `timer`'s (fresh) single shard a wheel with `2^bits`
+    /// generations, so that a test can make them come round quickly.
+    fn limit_generations(timer: &Timer, bits: u32) {
+        let shared = timer.shared();
+        assert_eq!(shared.shards.len(), 1);
+        let mut wheel = Wheel::new(shared.slots_per_level);
+        wheel.limit_generations(bits);
+        shared.shards[0].0.lock().wheel = wheel;
+    }
+
+    /// Found by review, like the test above but through the public API
+    /// (there with 2^24 insertions): the registration of the earliest sleep
+    /// releases the lock to notify the runner, which fires it and runs a
+    /// callback that refills its slot until the generation comes round;
+    /// the registration then took the newer entry for its own and returned
+    /// `Pending` for a sleep 9 ms past its deadline.
+    #[test]
+    fn a_registration_never_takes_a_newer_entry_in_its_slot_for_its_own() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let timer = Timer::builder().build().unwrap();
+            limit_generations(&timer, 2);
+            let start = timer.now();
+            tokio::time::advance(Duration::from_millis(10)).await;
+            let kept = Arc::new(std::sync::Mutex::new(Vec::new()));
+            let (t, k) = (timer.clone(), kept.clone());
+            timer.schedule_at(start + Duration::from_millis(2), move || {
+                let mut k = k.lock().unwrap();
+                k.push(
+                    t.try_sleep_until(start + Duration::from_millis(20))
+                        .unwrap(),
+                );
+                for _ in 0..(1u32 << 2) - 2 {
+                    drop(
+                        t.try_sleep_until(start + Duration::from_secs(3600))
+                            .unwrap(),
+                    );
+                }
+                k.push(
+                    t.try_sleep_until(start + Duration::from_secs(3600))
+                        .unwrap(),
+                );
+            });
+            let mut sleep = timer.sleep_until(start + Duration::from_millis(1));
+            let polled = Pin::new(&mut sleep).poll(&mut Context::from_waker(Waker::noop()));
+            assert!(polled.is_ready(), "9 ms past its deadline, yet pending");
+        });
+    }
+
+    /// Found by review: cancelling a callback the runner had already taken
+    /// into its batch discarded whatever entry its slot held by then (a
+    /// callback had refilled it until the generation came round): here a
+    /// sleep due in an hour, which then completed at once.
+    #[test]
+    fn cancelling_a_batched_callback_leaves_a_newer_entry_in_its_slot_alone() {
+        let timer = Timer::builder().manual().build().unwrap();
+        limit_generations(&timer, 2);
+        let start = timer.now();
+        let second = Arc::new(std::sync::Mutex::new(None::<crate::TimerHandle>));
+        let kept = Arc::new(std::sync::Mutex::new(None::<crate::Sleep>));
+        let (t, s, k) = (timer.clone(), second.clone(), kept.clone());
+        let hour = start + Duration::from_secs(3600);
+        timer.schedule_at(start + Duration::from_millis(10), move || {
+            for _ in 0..(1u32 << 2) - 1 {
+                drop(t.try_sleep_until(hour).unwrap());
+            }
+            *k.lock().unwrap() = Some(t.try_sleep_until(hour).unwrap());
+            assert!(s.lock().unwrap().as_ref().unwrap().cancel());
+        });
+        *second.lock().unwrap() = Some(timer.schedule_at(start + Duration::from_millis(10), || {}));
+        timer.advance_to(start + Duration::from_millis(10));
+        let mut sleep = kept.lock().unwrap().take().unwrap();
+        let polled = Pin::new(&mut sleep).poll(&mut Context::from_waker(Waker::noop()));
+        assert!(polled.is_pending(), "due in an hour, completed now");
+        let stats = timer.stats();
+        assert_eq!((stats.callbacks, stats.pending), (0, 1), "{stats:?}");
     }
 }

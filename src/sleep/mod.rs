@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::driver::{Deadline, Owner, Progress, Registration, Reset, Shared};
+use crate::driver::{Deadline, Progress, Registration, Reset, Shared};
 use crate::error::Error;
 use crate::Timer;
 use state::{Packed, State, WakerId};
@@ -195,9 +195,7 @@ impl Sleep {
                 let shared = timer.shared();
                 match self.progress(shared) {
                     Progress::NotFired => false,
-                    Progress::Unknown => {
-                        shared.has_fired(key, shared.clock().tick_of(self.state.deadline()))
-                    }
+                    Progress::Unknown => shared.has_fired(key, self.state.deadline()),
                     Progress::Fired => true,
                 }
             }
@@ -245,17 +243,17 @@ impl Sleep {
         let shared = timer.shared();
         let tick = shared.clock().tick_of(deadline);
         // Progress at the old deadline, before it is overwritten.
+        let old = this.state.deadline();
         let registered = match state {
-            State::Registered { key, waker } => match this.progress(shared) {
-                Progress::Fired => None,
-                progress => Some((key, waker, this.owner(shared, progress))),
-            },
+            State::Registered { key, waker } if this.progress(shared) != Progress::Fired => {
+                Some((key, waker))
+            }
             _ => None,
         };
         match registered {
-            Some((key, waker, owner)) => {
+            Some((key, waker)) => {
                 this.state.set_deadline(deadline);
-                match shared.reset(key, owner, deadline, tick) {
+                match shared.reset(key, old, deadline, tick) {
                     // The common case (the entry still holds the waker, or
                     // none was known) leaves the state as it was.
                     Reset::Pending { holds_waker } => {
@@ -315,20 +313,9 @@ impl Sleep {
     fn release(&mut self) {
         if let (State::Registered { key, .. }, Some(timer)) = (self.state.get(), &self.timer) {
             let shared = timer.shared();
-            let progress = self.progress(shared);
-            if progress != Progress::Fired {
-                shared.cancel(key, self.owner(shared, progress));
+            if self.progress(shared) != Progress::Fired {
+                shared.cancel(key, self.state.deadline());
             }
-        }
-    }
-
-    /// How sure this registered sleep can be that its key still names its
-    /// own entry (see [`Owner`]): checked only when the lock-free
-    /// [`progress`](Sleep::progress) cannot tell whether it has fired.
-    fn owner(&self, shared: &Shared, progress: Progress) -> Owner {
-        match progress {
-            Progress::NotFired => Owner::Sure,
-            _ => Owner::check(shared.clock().tick_of(self.state.deadline())),
         }
     }
 
@@ -406,8 +393,7 @@ impl Sleep {
                 let timer = self.timer.as_ref().expect("a registered sleep has a timer");
                 let shared = timer.shared();
                 let id = WakerId::of(cx.waker());
-                let progress = self.progress(shared);
-                match progress {
+                match self.progress(shared) {
                     Progress::NotFired if waker == Some(id) => return Poll::Pending,
                     Progress::Fired => {
                         self.state.set(State::Elapsed);
@@ -415,8 +401,7 @@ impl Sleep {
                     }
                     _ => {}
                 }
-                let owner = self.owner(shared, progress);
-                match shared.poll_entry(key, owner, self.state.deadline(), cx.waker()) {
+                match shared.poll_entry(key, self.state.deadline(), cx.waker()) {
                     Poll::Pending => {
                         self.state.set(State::Registered {
                             key,
