@@ -244,14 +244,8 @@ impl Sleep {
         let tick = shared.clock().tick_of(deadline);
         // Progress at the old deadline, before it is overwritten.
         let old = this.state.deadline();
-        let registered = match state {
+        match state {
             State::Registered { key, waker } if this.progress(shared) != Progress::Fired => {
-                Some((key, waker))
-            }
-            _ => None,
-        };
-        match registered {
-            Some((key, waker)) => {
                 this.state.set_deadline(deadline);
                 match shared.reset(key, old, deadline, tick) {
                     // The common case (the entry still holds the waker, or
@@ -269,7 +263,7 @@ impl Sleep {
             // woken), completed, or never polled: registered afresh, with no
             // waker, as tokio's is, so that `is_elapsed` turns true at the
             // new deadline whether or not it is polled.
-            None => {
+            _ => {
                 this.state.set_deadline(deadline);
                 this.state.set(rearmed(shared, deadline, tick));
             }
