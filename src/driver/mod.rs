@@ -811,18 +811,15 @@ impl Shared {
     /// later; and a `Sleep`'s own entry is always due at its deadline's tick.
     #[inline(always)]
     fn owns(&self, inner: &Inner, key: Key, deadline: Deadline) -> bool {
-        match deadline.to_i64() {
-            Some(near) if near > self.published_at.load(Ordering::Acquire) => true,
-            _ => self.owns_by_tick(inner, key, deadline),
-        }
+        self.progress(deadline.to_i64(), || deadline) == Progress::NotFired
+            || self.owns_by_tick(inner, key, deadline)
     }
 
     /// [`owns`](Shared::owns) once the watermark cannot vouch for the entry.
     #[cold]
     #[inline(never)]
     fn owns_by_tick(&self, inner: &Inner, key: Key, deadline: Deadline) -> bool {
-        let tick = self.clock.tick_of(deadline);
-        tick > self.published.load(Ordering::Acquire) || inner.wheel.deadline(key) == Some(tick)
+        inner.wheel.deadline(key) == Some(self.clock.tick_of(deadline))
     }
 
     /// [`progress`](Shared::progress) by the tick, for the deadlines more

@@ -234,29 +234,33 @@ impl Sleep {
     /// # }
     /// ```
     pub fn reset(self: Pin<&mut Self>, deadline: Instant) {
-        let this = self.get_mut();
-        let deadline = Deadline::from_instant(deadline);
-        let state = this.state.get();
-        let Some(timer) = &this.timer else {
-            return this.reset_unbound(deadline);
+        self.get_mut().reset_to(Deadline::from_instant(deadline));
+    }
+
+    /// [`reset`](Sleep::reset), with the deadline already converted.
+    #[inline(always)]
+    fn reset_to(&mut self, deadline: Deadline) {
+        let state = self.state.get();
+        let Some(timer) = &self.timer else {
+            return self.reset_unbound(deadline);
         };
         let shared = timer.shared();
         let tick = shared.clock().tick_of(deadline);
         // Progress at the old deadline, before it is overwritten.
-        let old = this.state.deadline();
+        let old = self.state.deadline();
         match state {
-            State::Registered { key, waker } if this.progress(shared) != Progress::Fired => {
-                this.state.set_deadline(deadline);
+            State::Registered { key, waker } if self.progress(shared) != Progress::Fired => {
+                self.state.set_deadline(deadline);
                 match shared.reset(key, old, deadline, tick) {
                     // The common case (the entry still holds the waker, or
                     // none was known) leaves the state as it was.
                     Reset::Pending { holds_waker } => {
                         if waker.is_some() && !holds_waker {
-                            this.state.set(State::Registered { key, waker: None });
+                            self.state.set(State::Registered { key, waker: None });
                         }
                     }
-                    Reset::Fired => this.state.set(State::Fired),
-                    Reset::Gone => this.state.set(rearmed(shared, deadline, tick)),
+                    Reset::Fired => self.state.set(State::Fired),
+                    Reset::Gone => self.state.set(rearmed(shared, deadline, tick)),
                 }
             }
             // Fired since it was last polled (its entry is freed and its task
@@ -264,8 +268,8 @@ impl Sleep {
             // waker, as tokio's is, so that `is_elapsed` turns true at the
             // new deadline whether or not it is polled.
             _ => {
-                this.state.set_deadline(deadline);
-                this.state.set(rearmed(shared, deadline, tick));
+                self.state.set_deadline(deadline);
+                self.state.set(rearmed(shared, deadline, tick));
             }
         }
     }
@@ -282,7 +286,7 @@ impl Sleep {
         match Timer::try_current() {
             Ok(timer) => {
                 self.timer = Some(timer);
-                Pin::new(self).reset(deadline.instant());
+                self.reset_to(deadline);
             }
             Err(_) => {
                 self.state.set_deadline(deadline);
