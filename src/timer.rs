@@ -124,7 +124,10 @@ impl Timer {
     /// # }
     /// ```
     pub fn sleep(&self, duration: Duration) -> Sleep {
-        Sleep::new(Some(self.clone()), self.deadline_after(duration))
+        Sleep::at(
+            Some(self.clone()),
+            crate::driver::Deadline::after(self.now(), duration),
+        )
     }
 
     /// A future that completes at `deadline`.

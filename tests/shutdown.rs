@@ -363,5 +363,27 @@ fn a_sleep_whose_deadline_passed_within_the_tick_completes_after_shutdown() {
             .unwrap(),
     );
     assert_ready!(fresh.poll());
+    // Found by review: `is_elapsed` said false here, though the next poll
+    // completes the sleep.
+    assert!(sleep.is_elapsed());
+    assert_ready!(sleep.poll());
+}
+
+/// The counterpart of the test above: after shutdown, a sleep whose deadline
+/// has not passed is not elapsed, however far the watermarks lag.
+#[test]
+fn a_sleep_not_yet_due_at_shutdown_is_not_elapsed() {
+    let timer = manual_ticking(Duration::from_millis(10));
+    let start = timer.now();
+    let mut sleep = task::spawn(timer.sleep_until(start + Duration::from_millis(25)));
+    assert_pending!(sleep.poll());
+    timer.advance(Duration::from_millis(7));
+    drop(timer.shutdown());
+    assert!(!sleep.is_elapsed());
+    timer.advance(Duration::from_millis(20));
+    assert!(
+        sleep.is_elapsed(),
+        "due by the clock, so the next poll completes it"
+    );
     assert_ready!(sleep.poll());
 }

@@ -51,6 +51,26 @@ impl Deadline {
         })
     }
 
+    /// [`from_instant`](Deadline::from_instant) of
+    /// `crate::deadline_after(now, duration)`, with one `Instant`
+    /// conversion rather than an `Instant` sum and a conversion: `sleep`
+    /// and `timeout` make one of these each.
+    #[inline]
+    pub(crate) fn after(now: Instant, duration: Duration) -> Deadline {
+        /// Up to this many seconds, `now + duration` overflows `Instant`
+        /// only for a `now` so far from the base that both forms are
+        /// clamped to [`NEVER`](Deadline::NEVER) (about 35,000 years,
+        /// against `Instant`'s 292 billion).
+        const EXACT_SECS: u64 = 1 << 40;
+        let from = Deadline::from_instant(now);
+        if duration.as_secs() <= EXACT_SECS && from.0 != Deadline::MIN {
+            // Both terms are below 2^72 in magnitude: no `i128` overflow.
+            let nanos = from.0 + duration.as_nanos() as i128;
+            return Deadline(nanos.min(Deadline::MAX));
+        }
+        Deadline::from_instant(crate::deadline_after(now, duration))
+    }
+
     /// The deadline whose two's complement, in [`BITS`](Deadline::BITS)
     /// bits, is the low bits of `bits` (the rest are ignored).
     #[inline]
@@ -455,8 +475,59 @@ mod tests {
         assert!(long_ago.instant() < o - 74_000 * year);
     }
 
+    #[test]
+    fn a_deadline_after_a_duration_is_the_deadline_of_the_sum_at_every_edge() {
+        let o = Instant::now();
+        let year = Duration::from_secs(365 * 86_400);
+        let nows = [
+            o,
+            o - Duration::from_nanos(1),
+            o + 70_000 * year,
+            o - 70_000 * year,
+        ];
+        let nows = nows
+            .into_iter()
+            .chain([o - 80_000 * year, o + 80_000 * year]);
+        for now in nows {
+            for duration in [
+                Duration::ZERO,
+                Duration::from_nanos(1),
+                Duration::from_secs(5),
+                Duration::new(1 << 40, 999_999_999),
+                Duration::from_secs((1 << 40) + 1),
+                10_000 * year,
+                80_000 * year,
+                Duration::from_secs(u64::MAX / 2),
+                Duration::MAX,
+            ] {
+                assert_eq!(
+                    Deadline::after(now, duration),
+                    Deadline::from_instant(crate::deadline_after(now, duration)),
+                    "{now:?} + {duration:?}"
+                );
+            }
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 2048, ..ProptestConfig::default() })]
+
+        #[test]
+        fn a_deadline_after_a_duration_is_the_deadline_of_the_sum(
+            back in any::<bool>(),
+            offset_ns in any::<u64>(),
+            secs in prop_oneof![0u64..10_000, 0u64..=1 << 41, any::<u64>()],
+            nanos in 0u32..1_000_000_000,
+        ) {
+            let offset = Duration::from_nanos(offset_ns);
+            let o = Instant::now();
+            let now = if back { o - offset } else { o + offset };
+            let duration = Duration::new(secs, nanos);
+            prop_assert_eq!(
+                Deadline::after(now, duration),
+                Deadline::from_instant(crate::deadline_after(now, duration))
+            );
+        }
 
         /// What `Shared::progress` relies on to compare deadlines, not
         /// ticks, with the watermarks: a deadline's tick is at most `w`

@@ -835,11 +835,12 @@ impl Shared {
     }
 
     /// Whether the entry of a `Sleep` due at `deadline` has fired (the
-    /// driver has freed it).
+    /// driver has freed it), or is due on a timer that has shut down, so
+    /// that its next poll completes it (see `poll_entry`).
     pub(crate) fn has_fired(&self, key: Key, deadline: Deadline) -> bool {
         let (shard, key) = self.locate(key);
         let inner = shard.lock();
-        !self.owns(&inner, key, deadline)
+        !self.owns(&inner, key, deadline) || (inner.shut_down && deadline.reached_by(self.now()))
     }
 
     /// Cancels the entry of a `Sleep` that is dropped or reset before it

@@ -48,7 +48,7 @@ use state::{Packed, State, WakerId};
 /// # }
 /// ```
 pub fn sleep(duration: Duration) -> Sleep {
-    Sleep::new(None, crate::deadline_after(Instant::now(), duration))
+    Sleep::at(None, Deadline::after(Instant::now(), duration))
 }
 
 /// Waits until `deadline`, on the current runtime's default timer.
@@ -124,9 +124,15 @@ pub struct Sleep {
 
 impl Sleep {
     pub(crate) fn new(timer: Option<Timer>, deadline: Instant) -> Sleep {
+        Sleep::at(timer, Deadline::from_instant(deadline))
+    }
+
+    /// [`new`](Sleep::new), with the deadline already converted.
+    #[inline]
+    pub(crate) fn at(timer: Option<Timer>, deadline: Deadline) -> Sleep {
         Sleep {
             timer,
-            state: Packed::idle(Deadline::from_instant(deadline)),
+            state: Packed::idle(deadline),
         }
     }
 
@@ -175,7 +181,8 @@ impl Sleep {
     }
 
     /// Whether the sleep has completed: it returned `Ready`, or its timer has
-    /// fired it and the next poll will.
+    /// fired it and the next poll will (as it will once the deadline has
+    /// passed on a timer that has shut down before firing it).
     ///
     /// # Examples
     ///
@@ -193,6 +200,8 @@ impl Sleep {
             (State::Elapsed | State::Fired, _) => true,
             (State::Registered { key, .. }, Some(timer)) => {
                 let shared = timer.shared();
+                // After shutdown, `published` is at its end, so this asks
+                // `has_fired`, which knows about shutdown.
                 match self.progress(shared) {
                     Progress::NotFired => false,
                     Progress::Unknown => shared.has_fired(key, self.state.deadline()),
