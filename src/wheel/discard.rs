@@ -58,7 +58,7 @@ impl<T: Default> Wheel<T> {
     pub fn discard(&mut self, key: Key) -> Option<T> {
         // Inserted in the last few insertions: its neighbours (and it) were
         // written then and are still in cache.
-        let recent = self.next_generation.wrapping_sub(key.generation) <= RECENT;
+        let recent = self.insertions_since(key.generation) <= RECENT;
         let entry = self.entry_mut(key)?;
         // Both links NIL: alone in its list, or in none (unlinked).
         let value = if recent || entry.prev & entry.next == NIL {
@@ -83,6 +83,20 @@ impl<T: Default> Wheel<T> {
 }
 
 impl<T> Wheel<T> {
+    /// How many insertions ago `generation` was handed out (modulo the
+    /// wheel's generations): 1 for the latest.
+    #[inline(always)]
+    fn insertions_since(&self, generation: u32) -> u32 {
+        let next = self.next_generation;
+        if generation < next {
+            next - generation
+        } else {
+            // The count came round to 0 since: a limited wheel's does at
+            // `generations`; an unlimited one's skips `DISCARDED`.
+            next + (self.generations - generation)
+        }
+    }
+
     /// Unlinks and frees every discarded entry.
     #[inline(never)]
     pub(crate) fn flush_discarded(&mut self) {
@@ -250,6 +264,45 @@ mod tests {
             [0, 1, 2, 3, 4, 5, 6, 7, 0, 1],
             "{generations:?}"
         );
+    }
+
+    /// The latest entry is removed at once (not batched) on either side of
+    /// the generation count coming round; before, the wrap made it look
+    /// four billion insertions old.
+    #[test]
+    fn the_latest_entry_is_recent_across_the_generations_wrap() {
+        for bits in [2, 24] {
+            let mut wheel: Wheel<u64> = Wheel::new(64);
+            wheel.limit_generations(bits);
+            for i in 0..8 {
+                let earlier = wheel.try_insert(10, 0).unwrap();
+                let latest = wheel.try_insert(10, i).unwrap();
+                assert_eq!(wheel.discard(latest), Some(i));
+                assert_eq!(
+                    wheel.discarded(),
+                    0,
+                    "{bits} bits, generation {:#b} with next {:#b}",
+                    latest.generation,
+                    wheel.next_generation
+                );
+                assert_eq!(wheel.remove(earlier), Some(0));
+                if bits > 2 && i == 2 {
+                    // Skip to the wrap rather than insert 2^24 times.
+                    wheel.next_generation = (1 << bits) - 3;
+                }
+            }
+        }
+        let mut unlimited: Wheel<u64> = Wheel::new(64);
+        unlimited.next_generation = DISCARDED - 1;
+        let earlier = unlimited.try_insert(10, 0).unwrap();
+        let latest = unlimited.try_insert(10, 1).unwrap();
+        assert_eq!((earlier.generation, latest.generation), (DISCARDED - 1, 0));
+        assert_eq!(unlimited.discard(earlier), Some(0));
+        assert_eq!(unlimited.discarded(), 1, "two insertions ago: batched");
+        let earlier = unlimited.try_insert(10, 2).unwrap();
+        assert_eq!(unlimited.insertions_since(DISCARDED - 1), 3);
+        assert_eq!(unlimited.discard(earlier), Some(2));
+        assert_eq!(unlimited.discarded(), 1, "the latest: at once");
     }
 
     #[test]
