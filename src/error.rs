@@ -158,6 +158,12 @@ impl BuildError {
         )
     }
 
+    /// The runtime given had shut down (one kind of
+    /// [`is_no_runtime`](BuildError::is_no_runtime)).
+    pub(crate) fn is_runtime_shut_down(&self) -> bool {
+        matches!(self.kind, BuildErrorKind::RuntimeShutDown)
+    }
+
     /// The runtime was built without `enable_time()`.
     pub fn is_timers_disabled(&self) -> bool {
         matches!(self.kind, BuildErrorKind::TimersDisabled)

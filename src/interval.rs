@@ -26,11 +26,15 @@ const ALARM_LATENESS: Duration = Duration::from_millis(1);
 /// An [`Interval`] on the current runtime's default timer whose first tick
 /// completes at once and then every `period`.
 ///
-/// The drop-in for `tokio::time::interval`.
+/// The drop-in for `tokio::time::interval`. A period over 30 years counts
+/// as 30 years, as tokio's does.
 ///
 /// # Panics
 ///
-/// Panics if `period` is zero.
+/// Panics if `period` is zero. Polling a tick that is not yet due panics
+/// outside a tokio runtime (with timers enabled), and after the timer has
+/// shut down, as [`Sleep`] does; see [`sleep`](crate::sleep()) on where the
+/// default timer comes from.
 ///
 /// # Examples
 ///
@@ -57,7 +61,7 @@ pub fn interval(period: Duration) -> Interval {
 ///
 /// # Panics
 ///
-/// Panics if `period` is zero.
+/// As [`interval`]'s.
 ///
 /// # Examples
 ///
@@ -166,7 +170,7 @@ impl Interval {
         assert!(period > Duration::ZERO, "`period` must be non-zero.");
         Interval {
             delay,
-            period,
+            period: crate::capped(period),
             missed_tick_behavior: MissedTickBehavior::default(),
         }
     }
@@ -266,7 +270,8 @@ impl Interval {
         self.reset_at(self.delay.now());
     }
 
-    /// Makes the next tick due `after` from now.
+    /// Makes the next tick due `after` from now (at most 30 years, as with
+    /// tokio's).
     ///
     /// # Examples
     ///
@@ -282,7 +287,7 @@ impl Interval {
     /// # }
     /// ```
     pub fn reset_after(&mut self, after: Duration) {
-        self.reset_at(deadline_after(self.delay.now(), after));
+        self.reset_at(deadline_after(self.delay.now(), crate::capped(after)));
     }
 
     /// Makes the next tick due at `deadline`; the period counts from there.

@@ -143,13 +143,25 @@ pub mod __private {
 /// one of tokio's millisecond boundaries only one time in eight.
 const DEFAULT_TICK: Duration = Duration::from_micros(125);
 
-/// `now + duration`, or roughly 30 years after `now` if that overflows:
+/// The longest wait a duration gives a sleep, an interval's period or a
+/// callback: about 30 years, tokio's cap (its `safe_delay`), so that
+/// `sleep(Duration::MAX)` and `sleep(100 years)` both end 30 years ahead,
+/// as they do with `tokio::time`. (A `timeout` whose deadline overflows
+/// `Instant` has none instead, as tokio's does.)
+const MAX_DELAY: Duration = Duration::from_secs(86_400 * 365 * 30);
+
+/// `duration`, cut to [`MAX_DELAY`].
+fn capped(duration: Duration) -> Duration {
+    duration.min(MAX_DELAY)
+}
+
+/// `now + duration`, or [`MAX_DELAY`] after `now` if that overflows:
 /// counted from `now`, which callers take from the clock their deadline is
 /// on (a timer's, an interval's previous tick), never from `Instant::now()`,
 /// which a manual timer's clock may be far ahead of.
 fn deadline_after(now: Instant, duration: Duration) -> Instant {
     now.checked_add(duration)
-        .or_else(|| now.checked_add(Duration::from_secs(86_400 * 365 * 30)))
+        .or_else(|| now.checked_add(MAX_DELAY))
         .unwrap_or(now)
 }
 

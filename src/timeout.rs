@@ -8,8 +8,9 @@ use std::time::Duration;
 use pin_project_lite::pin_project;
 use tokio::time::Instant;
 
+use crate::driver::Deadline;
 use crate::error::Elapsed;
-use crate::{sleep, sleep_until, Sleep};
+use crate::{sleep_until, Sleep};
 
 /// Requires `future` to complete within `duration`, on the current runtime's
 /// default timer.
@@ -17,7 +18,17 @@ use crate::{sleep, sleep_until, Sleep};
 /// The drop-in for `tokio::time::timeout`: the future is polled first, so one
 /// that is ready at once wins even with a zero duration, and a future that
 /// is ready at once never touches the timer. On expiry the future is dropped
-/// and `Err(Elapsed)` returned.
+/// and `Err(Elapsed)` returned. A `duration` too long for `Instant::now() +
+/// duration` to exist (`Duration::MAX`) means no deadline: the timeout
+/// never expires and never touches the timer, as with tokio's.
+///
+/// # Panics
+///
+/// Polling the returned [`Timeout`] panics outside a tokio runtime (with
+/// timers enabled) if the inner future is pending and the deadline has not
+/// passed, and, after its timer has shut down, likewise: see [`Sleep`]'s
+/// panics, and [`sleep`](crate::sleep()) on where the default timer comes
+/// from.
 ///
 /// # Examples
 ///
@@ -33,10 +44,15 @@ use crate::{sleep, sleep_until, Sleep};
 /// # }
 /// ```
 pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoFuture> {
-    Timeout::new(future.into_future(), sleep(duration))
+    let deadline = Deadline::checked_after(Instant::now(), duration).unwrap_or(Deadline::NEVER);
+    Timeout::new(future.into_future(), Sleep::at(None, deadline))
 }
 
 /// Requires `future` to complete before `deadline`; see [`timeout`].
+///
+/// # Panics
+///
+/// As [`timeout`]'s.
 ///
 /// # Examples
 ///
@@ -142,6 +158,10 @@ impl<T: Future> Future for Timeout<T> {
         let had_budget = tokio::task::coop::has_budget_remaining();
         if let Poll::Ready(value) = me.value.poll(cx) {
             return Poll::Ready(Ok(value));
+        }
+        if me.delay.never_fires() {
+            // No deadline (`Duration::MAX`): no timer is involved.
+            return Poll::Pending;
         }
         // If the inner future spent the task's last unit of tokio's budget,
         // the delay is still looked at, without one (as tokio's `Timeout`

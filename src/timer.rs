@@ -112,7 +112,8 @@ impl Timer {
         registry::current()
     }
 
-    /// A future that completes `duration` from now.
+    /// A future that completes `duration` from now (a duration over 30 years
+    /// counts as 30 years, as with [`sleep`](crate::sleep())).
     ///
     /// # Examples
     ///
@@ -126,7 +127,7 @@ impl Timer {
     pub fn sleep(&self, duration: Duration) -> Sleep {
         Sleep::at(
             Some(self.clone()),
-            crate::driver::Deadline::after(self.now(), duration),
+            Deadline::after(self.now(), crate::capped(duration)),
         )
     }
 
@@ -147,7 +148,9 @@ impl Timer {
         Sleep::new(Some(self.clone()), deadline)
     }
 
-    /// Requires `future` to complete within `duration`.
+    /// Requires `future` to complete within `duration`; a `duration` too long
+    /// for the deadline to exist (`Duration::MAX`) means none, as with
+    /// [`timeout`](crate::timeout()).
     ///
     /// # Examples
     ///
@@ -160,7 +163,11 @@ impl Timer {
     /// # }
     /// ```
     pub fn timeout<F: IntoFuture>(&self, duration: Duration, future: F) -> Timeout<F::IntoFuture> {
-        Timeout::new(future.into_future(), self.sleep(duration))
+        let deadline = Deadline::checked_after(self.now(), duration).unwrap_or(Deadline::NEVER);
+        Timeout::new(
+            future.into_future(),
+            Sleep::at(Some(self.clone()), deadline),
+        )
     }
 
     /// Requires `future` to complete before `deadline`.
@@ -331,7 +338,14 @@ impl Timer {
         duration: Duration,
         future: F,
     ) -> Result<Timeout<F::IntoFuture>, Error> {
-        self.try_timeout_at(self.deadline_after(duration), future)
+        match self.now().checked_add(duration) {
+            Some(deadline) => self.try_timeout_at(deadline, future),
+            // No deadline: nothing to register.
+            None => Ok(Timeout::new(
+                future.into_future(),
+                Sleep::at(Some(self.clone()), Deadline::NEVER),
+            )),
+        }
     }
 
     /// Like [`timeout_at`](Timer::timeout_at), but registers its sleep now;
@@ -369,7 +383,12 @@ impl Timer {
     ///
     /// The callback runs outside the timer's lock, so it may schedule,
     /// cancel or sleep on this timer; it should be short (spawn a task for
-    /// real work), because it runs where tokio fires its timers. A callback
+    /// real work), because it runs where tokio fires its timers (or, when a
+    /// sleep's registration finds it due before tokio has, on a task of the
+    /// timer's runtime: never inside that registration). A manual timer's
+    /// runs inside [`advance`](Timer::advance), or, if a sleep is
+    /// registered on another thread just as the `advance` moves the clock,
+    /// possibly inside that registration. A callback
     /// that panics is caught and counted in [`Stats::panicked`]; the timer
     /// carries on. A deadline that has already passed runs at the next tick.
     /// Dropping the handle does not cancel the callback, and a runtime timer
@@ -566,7 +585,7 @@ impl Timer {
     /// ```
     #[track_caller]
     pub fn advance(&self, duration: Duration) {
-        self.advance_to(self.deadline_after(duration));
+        self.advance_to(crate::deadline_after(self.now(), duration));
     }
 
     /// Moves a [`manual`](Builder::manual) timer's clock to `deadline` (a
@@ -693,9 +712,10 @@ impl Timer {
         Arc::downgrade(&self.shared)
     }
 
-    /// `now + duration` on this timer's clock, saturating as `sleep` does.
+    /// `now + duration` on this timer's clock, `duration` cut to 30 years as
+    /// `sleep` cuts it.
     fn deadline_after(&self, duration: Duration) -> Instant {
-        crate::deadline_after(self.now(), duration)
+        crate::deadline_after(self.now(), crate::capped(duration))
     }
 }
 

@@ -1,9 +1,10 @@
 //! Callback timers: `Timer::schedule` and `TimerHandle`.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tokio_test::{assert_pending, task};
 use wheel::Timer;
 
 mod common;
@@ -379,4 +380,102 @@ fn a_closure_whose_drop_panics_is_still_uncounted_when_cancelled() {
         (0, 0, 1),
         "{stats:?}"
     );
+}
+
+/// Found by review: a sleep's first poll that pulled in its shard's
+/// wake-up ran the driver on the polling thread, and with it every due
+/// callback of every shard, inside whatever lock the poller held. With two
+/// shards, a thread's first registration always pulls in (its shard has no
+/// wake-up yet). The runtime here is not driven while the poll happens, as
+/// with a busy worker; the callback must wait for it.
+#[test]
+fn a_due_callback_never_runs_inside_an_unrelated_sleeps_poll() {
+    use std::sync::atomic::AtomicBool;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let timer = rt.block_on(async { Timer::builder().shards(2).build().unwrap() });
+    let start = timer.now();
+    let lock = Arc::new(Mutex::new(()));
+    let ran_under_the_pollers_lock = Arc::new(AtomicBool::new(false));
+    let ran_on = Arc::new(Mutex::new(None::<String>));
+    let (l, r, o) = (
+        lock.clone(),
+        ran_under_the_pollers_lock.clone(),
+        ran_on.clone(),
+    );
+    let handle = timer.schedule_at(start + Duration::from_millis(5), move || {
+        *o.lock().unwrap() = std::thread::current().name().map(str::to_owned);
+        r.store(l.try_lock().is_err(), Ordering::SeqCst);
+    });
+    // Due by the clock, and nothing has driven the runtime since.
+    std::thread::sleep(Duration::from_millis(20));
+    let other = timer.clone();
+    std::thread::Builder::new()
+        .name("unrelated-poller".into())
+        .spawn(move || {
+            let _held = lock.lock().unwrap();
+            let mut sleep = task::spawn(other.sleep(Duration::from_secs(3600)));
+            assert_pending!(sleep.poll());
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_eq!(*ran_on.lock().unwrap(), None, "ran inside the poll");
+    assert_eq!(timer.stats().callbacks, 1, "still counted until it runs");
+    // Driving the runtime runs it there.
+    rt.block_on(async {
+        while !handle.is_expired() {
+            tokio::task::yield_now().await;
+        }
+    });
+    assert!(!ran_under_the_pollers_lock.load(Ordering::SeqCst));
+    assert_ne!(
+        ran_on.lock().unwrap().as_deref(),
+        Some("unrelated-poller"),
+        "ran on the polling thread"
+    );
+    let stats = timer.stats();
+    assert_eq!((stats.callbacks, stats.fired), (0, 1), "{stats:?}");
+}
+
+/// A callback deferred that way and still waiting when the timer shuts down
+/// is handed back, as one still in the wheel is, and counts as cancelled.
+#[test]
+fn a_deferred_callback_is_handed_back_by_shutdown() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let timer = rt.block_on(async { Timer::builder().shards(2).build().unwrap() });
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counter = runs.clone();
+    let handle = timer.schedule(Duration::from_millis(1), move || {
+        counter.fetch_add(1, Ordering::SeqCst);
+    });
+    std::thread::sleep(Duration::from_millis(10));
+    let other = timer.clone();
+    let _sleep = std::thread::spawn(move || {
+        let mut sleep = task::spawn(other.sleep(Duration::from_secs(3600)));
+        assert_pending!(sleep.poll());
+        sleep
+    })
+    .join()
+    .unwrap();
+    let unfired = timer.shutdown();
+    assert_eq!((unfired.callbacks.len(), unfired.sleeps), (1, 1));
+    assert!(handle.is_cancelled());
+    let stats = timer.stats();
+    assert_eq!(
+        (stats.callbacks, stats.fired, stats.cancelled),
+        (0, 0, 1),
+        "{stats:?}"
+    );
+    // The task spawned to run it finds nothing left.
+    rt.block_on(tokio::task::yield_now());
+    for callback in unfired.callbacks {
+        callback.run();
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
 }

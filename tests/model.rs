@@ -26,7 +26,8 @@ use common::{ms, paused_rt};
 /// A year, in milliseconds.
 const YEAR_MS: u64 = 365 * 86_400_000;
 
-/// What the crate makes of a duration that overflows `Instant`: 30 years.
+/// The longest a duration waits (tokio's cap, and what the crate makes of
+/// a sum that overflows `Instant`): 30 years.
 const FAR: Duration = Duration::from_secs(86_400 * 365 * 30);
 
 /// `delay` ms after `now`; `u64::MAX` stands for `Duration::MAX`.
@@ -41,6 +42,12 @@ fn duration(delay: u64) -> Duration {
 /// `now + duration(delay)`, clamped as the crate clamps it.
 fn after(now: Instant, delay: u64) -> Instant {
     now.checked_add(duration(delay)).unwrap_or(now + FAR)
+}
+
+/// The deadline of `sleep(duration(delay))` made at `now`: a duration over
+/// 30 years counts as 30 years, as with `tokio::time::sleep`.
+fn sleep_deadline(now: Instant, delay: u64) -> Instant {
+    now + duration(delay).min(FAR)
 }
 
 /// An explicit timer to build, `built_at` ms after the case starts.
@@ -326,7 +333,11 @@ impl Model {
                 until,
             } => {
                 let timer = timer % self.timers.len();
-                let deadline = after(now, delay);
+                let deadline = if until {
+                    after(now, delay)
+                } else {
+                    sleep_deadline(now, delay)
+                };
                 let sleep = match (timer, until) {
                     (0, false) => wheel::sleep(duration(delay)),
                     (0, true) => wheel::sleep_until(deadline),

@@ -1076,3 +1076,65 @@ async fn a_timer_built_off_tokios_grid_wakes_within_a_millisecond_of_tokio_never
     tokio::time::advance(Duration::from_millis(1) + Duration::from_micros(1)).await;
     assert!(ours.is_woken(), "more than 1 ms after its deadline");
 }
+
+/// Found by review: a runtime kept in a thread-local is dropped by the
+/// thread-local's destructor, and tokio's time driver, shutting down, fires
+/// every timer, the wheel's alarm included. The alarm's wake reached the
+/// driver's own thread-local (destroyed by then) and entered the runtime,
+/// both of which panic there, and a panic in a thread-local destructor
+/// aborts the process. Run in a child process, since that is an abort.
+#[test]
+fn a_runtime_dropped_by_a_thread_local_destructor_does_not_abort() {
+    const CHILD: &str = "WHEEL_TLS_DROP_CHILD";
+    if std::env::var_os(CHILD).is_none() {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "a_runtime_dropped_by_a_thread_local_destructor_does_not_abort",
+                "--nocapture",
+            ])
+            .env(CHILD, "1")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "child failed: {:?}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return;
+    }
+    struct Held {
+        rt: tokio::runtime::Runtime,
+        timer: Option<wheel::Timer>,
+    }
+    std::thread_local! {
+        static HELD: std::cell::RefCell<Option<Held>> = const { std::cell::RefCell::new(None) };
+    }
+    std::thread::spawn(|| {
+        // `HELD` is used first, so it is destroyed last: after the
+        // driver's own thread-local, which the sleep below uses first.
+        HELD.with(|held| {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()
+                .unwrap();
+            *held.borrow_mut() = Some(Held { rt, timer: None });
+        });
+        HELD.with(|held| {
+            let mut held = held.borrow_mut();
+            let held = held.as_mut().unwrap();
+            let timer = held.rt.block_on(async {
+                let timer = wheel::Timer::builder().build().unwrap();
+                // Arms the alarm with tokio.
+                let mut sleep = task::spawn(timer.sleep(Duration::from_secs(3600)));
+                assert_pending!(sleep.poll());
+                timer
+            });
+            held.timer = Some(timer);
+        });
+        // The thread exits: `HELD`'s destructor drops the runtime.
+    })
+    .join()
+    .unwrap();
+}

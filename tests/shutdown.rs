@@ -209,16 +209,23 @@ fn a_zero_limit_refuses_everything_but_what_is_already_due() {
 }
 
 /// A sleep's first poll that makes it its shard's earliest deadline runs
-/// the runner on the polling thread, with the shard's lock released. If the
-/// timer shuts down meanwhile (here: a due callback in another shard, run
-/// by that runner, shuts it down), the shutdown has counted the entry as a
-/// sleep that never completed and woken what it held, a no-op waker. The
-/// sleep is then pending on a shut-down timer, as the shutdown reported:
-/// the poll wakes its task at once (or it would hang), and the next poll
-/// reports the shutdown.
+/// a pass of the runner on the polling thread, with the shard's lock
+/// released, which wakes what is due. If the timer shuts down meanwhile
+/// (here: the waker of a due sleep in another shard, woken by that pass,
+/// shuts it down), the shutdown has counted the entry as a sleep that never
+/// completed and woken what it held, a no-op waker. The sleep is then
+/// pending on a shut-down timer, as the shutdown reported: the poll wakes
+/// its task at once (or it would hang), and the next poll reports the
+/// shutdown.
 #[test]
 #[should_panic(expected = "the timer has shut down")]
 fn a_shutdown_while_a_sleep_registers_is_reported_not_hung() {
+    struct ShutDownWhenWoken(Timer);
+    impl std::task::Wake for ShutDownWhenWoken {
+        fn wake(self: Arc<Self>) {
+            drop(self.0.shutdown());
+        }
+    }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
@@ -227,9 +234,15 @@ fn a_shutdown_while_a_sleep_registers_is_reported_not_hung() {
     // Another thread's shard; the runtime is never driven, so only the
     // registration below runs the runner.
     let remote = timer.clone();
-    std::thread::spawn(move || {
-        let timer = remote.clone();
-        remote.schedule(Duration::from_millis(1), move || drop(timer.shutdown()));
+    let _due = std::thread::spawn(move || {
+        let mut due = remote.sleep(Duration::from_millis(1));
+        let waker = std::task::Waker::from(Arc::new(ShutDownWhenWoken(remote)));
+        let polled = std::future::Future::poll(
+            std::pin::Pin::new(&mut due),
+            &mut std::task::Context::from_waker(&waker),
+        );
+        assert!(polled.is_pending());
+        due
     })
     .join()
     .unwrap();

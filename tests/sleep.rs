@@ -251,8 +251,8 @@ fn polling_outside_a_runtime_panics_with_a_clear_message() {
         let _ = sleep.poll();
     }))
     .unwrap_err();
-    let msg = err.downcast_ref::<String>().unwrap();
-    assert!(msg.contains("no tokio runtime"), "{msg}");
+    let msg = common::panic_message(&*err);
+    assert!(msg.contains("polled outside a tokio runtime"), "{msg}");
 }
 
 #[test]

@@ -52,23 +52,31 @@ impl Deadline {
     }
 
     /// [`from_instant`](Deadline::from_instant) of
-    /// `crate::deadline_after(now, duration)`, with one `Instant`
-    /// conversion rather than an `Instant` sum and a conversion: `sleep`
-    /// and `timeout` make one of these each.
+    /// `crate::deadline_after(now, duration)`: `now + duration`, clamped
+    /// as that clamps the sum when it overflows `Instant`.
     #[inline]
     pub(crate) fn after(now: Instant, duration: Duration) -> Deadline {
+        Deadline::checked_after(now, duration)
+            .unwrap_or_else(|| Deadline::from_instant(crate::deadline_after(now, duration)))
+    }
+
+    /// `now + duration` as a deadline, or `None` if the sum overflows
+    /// `Instant`: with one `Instant` conversion rather than an `Instant`
+    /// sum and a conversion. `sleep` and `timeout` make one of these each.
+    #[inline]
+    pub(crate) fn checked_after(now: Instant, duration: Duration) -> Option<Deadline> {
         /// Up to this many seconds, `now + duration` overflows `Instant`
-        /// only for a `now` so far from the base that both forms are
-        /// clamped to [`NEVER`](Deadline::NEVER) (about 35,000 years,
+        /// only for a `now` so far from the base that the sum is
+        /// [`NEVER`](Deadline::NEVER) either way (about 35,000 years,
         /// against `Instant`'s 292 billion).
         const EXACT_SECS: u64 = 1 << 40;
         let from = Deadline::from_instant(now);
         if duration.as_secs() <= EXACT_SECS && from.0 != Deadline::MIN {
             // Both terms are below 2^72 in magnitude: no `i128` overflow.
             let nanos = from.0 + duration.as_nanos() as i128;
-            return Deadline(nanos.min(Deadline::MAX));
+            return Some(Deadline(nanos.min(Deadline::MAX)));
         }
-        Deadline::from_instant(crate::deadline_after(now, duration))
+        now.checked_add(duration).map(Deadline::from_instant)
     }
 
     /// The deadline whose two's complement, in [`BITS`](Deadline::BITS)
@@ -505,6 +513,11 @@ mod tests {
                     Deadline::from_instant(crate::deadline_after(now, duration)),
                     "{now:?} + {duration:?}"
                 );
+                assert_eq!(
+                    Deadline::checked_after(now, duration),
+                    now.checked_add(duration).map(Deadline::from_instant),
+                    "{now:?} + {duration:?}"
+                );
             }
         }
     }
@@ -526,6 +539,10 @@ mod tests {
             prop_assert_eq!(
                 Deadline::after(now, duration),
                 Deadline::from_instant(crate::deadline_after(now, duration))
+            );
+            prop_assert_eq!(
+                Deadline::checked_after(now, duration),
+                now.checked_add(duration).map(Deadline::from_instant)
             );
         }
 

@@ -49,6 +49,25 @@
 //! the tick the alarm is armed for (`wake_at`), so a new earliest timer makes
 //! the alarm re-arm at once: no missed wake-up and no polling loop.
 //!
+//! # Callbacks never run inline
+//!
+//! That registration runs a pass on its caller's stack (`notify_inline`):
+//! a `Sleep`'s poll or reset, on any thread, under any lock its caller
+//! holds. The pass wakes what is due, which is what tokio does when a
+//! registration finds its deadline passed, but a callback must not run
+//! there: it could take a lock the caller holds, and `Timer::schedule`
+//! promises it runs where the timer is driven. So an inline pass on a
+//! runtime timer leaves each due callback it takes in `Control::deferred`
+//! (still counted in `callbacks`, so `keep_alive` holds) and spawns a task
+//! on the runtime that calls `notify`. The runner proper runs the deferred
+//! callbacks first thing in its next pass, whoever's pass that is: they
+//! were taken before anything it can take, so callbacks still run tick by
+//! tick. Shutdown hands back those still deferred. A manual timer's inline
+//! pass runs them: it has no runtime to hand them to, and it can only find
+//! one due while an `advance` on another thread has moved the clock and not
+//! yet processed it, the one case in which a callback runs on a thread
+//! registering a sleep, at the moment the `advance` would have run it.
+//!
 //! # The runner state
 //!
 //! `notify` may be called from any thread, and from inside itself: polling
@@ -289,6 +308,9 @@ struct Runtime {
     handle: tokio::runtime::Handle,
     /// Set for a runtime's default timer, so shutdown can unregister it.
     default_for: Option<tokio::runtime::Id>,
+    /// The timer itself, for the task that runs deferred callbacks (see
+    /// "Callbacks never run inline").
+    me: Weak<Shared>,
 }
 
 /// One wheel behind its own lock, on cache lines of its own so that two
@@ -319,6 +341,11 @@ struct Control {
     keep_alive: Option<Arc<Shared>>,
     /// Callbacks ever scheduled: see [`CallbackState::run_order`].
     scheduled: u64,
+    /// Due callbacks that a registration's inline pass took out of the
+    /// wheel, in the order taken; still counted in `callbacks`. The next
+    /// pass of the runner proper runs them first; shutdown hands them back.
+    /// With each, the shard whose `fired` counted it.
+    deferred: Vec<(usize, Box<Callback>)>,
 }
 
 /// Where a timer's time comes from.
@@ -486,6 +513,7 @@ impl Shared {
             let runtime = Runtime {
                 handle,
                 default_for,
+                me: weak.clone(),
             };
             Shared::with_time(Time::Alarm { alarm, waker }, geometry, Some(runtime))
         })
@@ -537,6 +565,7 @@ impl Shared {
                 callbacks: 0,
                 keep_alive: None,
                 scheduled: 0,
+                deferred: Vec::new(),
             }),
             run_state: AtomicU8::new(0),
             shut_down: AtomicBool::new(false),
@@ -679,7 +708,7 @@ impl Shared {
         // are under the shard's lock, so no firing can slip between them.
         let local = inner.wheel.insert(tick, Job::wake(None));
         drop(inner);
-        self.notify();
+        self.notify_inline();
         let mut inner = shard.lock();
         if inner.shut_down {
             // Shut down while the lock was released (by a callback the
@@ -899,7 +928,7 @@ impl Shared {
                     matches!(inner.wheel.value_mut(key), Some(Job::Wake(w)) if !is_no_waker(w));
                 drop(inner);
                 if notify {
-                    self.notify();
+                    self.notify_inline();
                 }
                 Reset::Pending { holds_waker }
             }
@@ -1056,7 +1085,9 @@ impl Shared {
     #[track_caller]
     pub(crate) fn advance_to(&self, target: Instant) {
         let this: *const Shared = self;
-        let reentrant = RUNNERS_HERE.with(|runners| runners.borrow().contains(&this));
+        let reentrant = RUNNERS_HERE
+            .try_with(|runners| runners.borrow().contains(&this))
+            .unwrap_or(false);
         loop {
             // A shut-down timer fires nothing more: one step to the target.
             let stepping = !reentrant && !self.is_shut_down();
@@ -1102,6 +1133,21 @@ impl Shared {
     /// Advances the wheel to now, fires what is due and re-arms the alarm;
     /// see "The runner state" above. Never blocks on another runner.
     pub(crate) fn notify(&self) {
+        self.run(false);
+    }
+
+    /// [`notify`](Shared::notify) from a registration or a reset, on the
+    /// caller's stack: due callbacks are left to the runner proper (see
+    /// "Callbacks never run inline"). A manual timer's are not: its passes
+    /// only ever find callbacks due if an `advance` is under way, whose
+    /// own pass would run them at once anyway.
+    fn notify_inline(&self) {
+        self.run(self.runtime.is_some());
+    }
+
+    /// The runner protocol, for a pass that runs callbacks or (`inline`)
+    /// defers them.
+    fn run(&self, inline: bool) {
         if self
             .run_state
             .fetch_or(RUNNING | NOTIFIED, Ordering::AcqRel)
@@ -1118,20 +1164,22 @@ impl Shared {
         }
         impl Drop for Running<'_> {
             fn drop(&mut self) {
-                RUNNERS_HERE.with(|runners| runners.borrow_mut().pop());
+                let _ = RUNNERS_HERE.try_with(|runners| runners.borrow_mut().pop());
                 if !self.finished {
                     self.state.store(0, Ordering::Release);
                 }
             }
         }
-        RUNNERS_HERE.with(|runners| runners.borrow_mut().push(self));
+        // Gone only in a thread-local destructor; then nothing can be
+        // running on this thread's stack either.
+        let _ = RUNNERS_HERE.try_with(|runners| runners.borrow_mut().push(self));
         let mut running = Running {
             state: &self.run_state,
             finished: false,
         };
         loop {
             self.run_state.fetch_and(!NOTIFIED, Ordering::AcqRel);
-            self.process();
+            self.process(inline);
             if self
                 .run_state
                 .compare_exchange(RUNNING, 0, Ordering::AcqRel, Ordering::Acquire)
@@ -1143,19 +1191,44 @@ impl Shared {
         }
     }
 
-    fn process(&self) {
-        let _clock_of_this_runtime = self.runtime.as_ref().map(|rt| rt.handle.enter());
+    /// One runner pass (repeated while the alarm is already due). An
+    /// `inline` pass defers the callbacks it takes; any other first runs
+    /// those deferred before.
+    fn process(&self, inline: bool) {
+        // Not after shutdown, when there is nothing left to fire: tokio
+        // fires the alarm as its driver shuts down, possibly from a
+        // thread-local's destructor, where entering the runtime panics.
+        let _clock_of_this_runtime = self
+            .runtime
+            .as_ref()
+            .filter(|_| !self.is_shut_down())
+            .map(|rt| rt.handle.enter());
         let mut batch = Batch::new();
         let mut callbacks_done = 0;
         let mut release = None;
-        let mut now = self.clock.now_tick(self.control.lock().now());
+        let mut taken_inline = Vec::new();
+        let mut control = self.control.lock();
+        let mut now = self.clock.now_tick(control.now());
+        if !inline && !control.deferred.is_empty() {
+            // Due before anything this pass can take: they run first.
+            let deferred = std::mem::take(&mut control.deferred);
+            let last = control.callbacks_done(deferred.len());
+            drop(control);
+            deferred
+                .into_iter()
+                .for_each(|(_, callback)| self.fire(Fire::Call(callback)));
+            // The caller holds its own reference, so this is never the last.
+            drop(last);
+        } else {
+            drop(control);
+        }
         'pass: loop {
             if self.is_shut_down() {
                 break;
             }
             self.publish(now);
             let mut next = NEVER;
-            for shard in self.shards.iter() {
+            for (index, shard) in self.shards.iter().enumerate() {
                 let mut inner = shard.0.lock();
                 loop {
                     if inner.shut_down {
@@ -1165,7 +1238,17 @@ impl Shared {
                         break;
                     };
                     let (fire, callback) = inner.take_fire(job);
-                    callbacks_done += usize::from(callback);
+                    let fire = match fire {
+                        // Left counted: the runner proper counts it done.
+                        Some(Fire::Call(callback)) if inline => {
+                            taken_inline.push((index, callback));
+                            None
+                        }
+                        fire => {
+                            callbacks_done += usize::from(callback);
+                            fire
+                        }
+                    };
                     if fire.is_some_and(|fire| batch.push(fire)) {
                         drop(inner);
                         // Uncounted before any of them runs, so a callback
@@ -1199,8 +1282,25 @@ impl Shared {
             control.uncount_taken(&mut callbacks_done, &mut release);
         }
         batch.drain().for_each(|fire| self.fire(fire));
+        if !taken_inline.is_empty() {
+            self.defer(taken_inline);
+        }
         // The caller holds its own reference, so this is never the last.
         drop(release);
+    }
+
+    /// Leaves callbacks an inline pass took to the runner proper, and
+    /// starts one on the timer's runtime to run them.
+    #[cold]
+    fn defer(&self, callbacks: Vec<(usize, Box<Callback>)>) {
+        self.control.lock().deferred.extend(callbacks);
+        let runtime = self.runtime.as_ref().expect("only a runtime timer defers");
+        // The caller holds a reference, so this upgrades. A runtime that is
+        // shutting down drops the task unrun, and its sentinel's shutdown
+        // hands the callbacks back.
+        if let Some(me) = runtime.me.upgrade() {
+            drop(runtime.handle.spawn(async move { me.notify() }));
+        }
     }
 
     /// Announces that entries up to `tick` may fire from now on; called
@@ -1326,14 +1426,35 @@ impl Shared {
                 }
             }
         }
+        let from_wheels = leftovers.callbacks.len();
+        // Those an inline pass took and deferred: still counted, and handed
+        // back unless their handles cancelled them meanwhile. (Taken out,
+        // they were counted fired; handed back, they count as cancelled.)
+        let deferred = std::mem::take(&mut self.control.lock().deferred);
+        let deferred_count = deferred.len();
+        let mut cancelled_meanwhile = Vec::new();
+        for (index, callback) in deferred {
+            if callback.state.try_cancel() {
+                let mut inner = self.shards[index].0.lock();
+                inner.fired -= 1;
+                inner.cancelled += 1;
+                drop(inner);
+                leftovers
+                    .callbacks
+                    .push((callback.state.run_order(), callback.run));
+            } else {
+                cancelled_meanwhile.push(callback);
+            }
+        }
         // By deadline, then as scheduled: the slab's order is neither (it
         // reuses freed slots last first).
         leftovers.callbacks.sort_by_key(|(order, _)| *order);
         let (keep_alive, sentinel) = {
             let mut control = self.control.lock();
-            let keep_alive = control.callbacks_done(leftovers.callbacks.len());
+            let keep_alive = control.callbacks_done(from_wheels + deferred_count);
             (keep_alive, control.sentinel.take())
         };
+        drop(cancelled_meanwhile);
         if let Some(Runtime {
             default_for: Some(id),
             ..

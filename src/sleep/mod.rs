@@ -10,24 +10,27 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::driver::{Deadline, Progress, Registration, Reset, Shared};
-use crate::error::Error;
+use crate::error::{BuildError, Error};
 use crate::Timer;
 use state::{Packed, State, WakerId};
 
 /// Waits until `duration` has elapsed, on the current runtime's default timer.
 ///
 /// The drop-in for `tokio::time::sleep`. The deadline is `Instant::now() +
-/// duration` (clamped to about 30 years ahead when that overflows) and is
-/// rounded up to the timer's 125 µs tick: the sleep never completes early,
-/// and at most one tick plus scheduling late (tokio's timer, which the
-/// timer's alarm waits on, rounds up to its own millisecond).
+/// duration`, a duration over 30 years counting as 30 years (as tokio's
+/// does), and is rounded up to the timer's 125 µs tick: the sleep never
+/// completes early, and at most one tick plus scheduling late (tokio's
+/// timer, which the timer's alarm waits on, rounds up to its own
+/// millisecond).
 ///
 /// Nothing is registered until the first poll (or a
 /// [`reset`](Sleep::reset)). That poll does not read the
 /// clock: a deadline whose tick the timer has already reached completes at
 /// once, and any other is registered and completes when its tick comes,
-/// which for a deadline that has just passed is by the next tick (as with
-/// `tokio::time`, which rounds the same way).
+/// which for a deadline that has just passed is by the next tick. tokio
+/// does the same on its millisecond grid, so a zero or passed deadline
+/// that tokio's first poll leaves pending until its next millisecond may
+/// complete here at once: this grid is finer.
 ///
 /// # Panics
 ///
@@ -48,7 +51,10 @@ use state::{Packed, State, WakerId};
 /// # }
 /// ```
 pub fn sleep(duration: Duration) -> Sleep {
-    Sleep::at(None, Deadline::after(Instant::now(), duration))
+    Sleep::at(
+        None,
+        Deadline::after(Instant::now(), crate::capped(duration)),
+    )
 }
 
 /// Waits until `deadline`, on the current runtime's default timer.
@@ -127,6 +133,13 @@ impl Sleep {
         Sleep::at(timer, Deadline::from_instant(deadline))
     }
 
+    /// Whether the deadline is [`Deadline::NEVER`], so that nothing will
+    /// ever fire the sleep: a `Timeout` made so has no deadline.
+    #[inline]
+    pub(crate) fn never_fires(&self) -> bool {
+        self.state.near_deadline().is_none() && self.state.deadline() == Deadline::NEVER
+    }
+
     /// [`new`](Sleep::new), with the deadline already converted.
     #[inline]
     pub(crate) fn at(timer: Option<Timer>, deadline: Deadline) -> Sleep {
@@ -166,6 +179,10 @@ impl Sleep {
 
     /// The instant at which the sleep completes (before rounding up to the
     /// timer's tick).
+    ///
+    /// A `Sleep` keeps its deadline as 72-bit nanoseconds: an instant more
+    /// than about 74,800 years after the process first made one reads as
+    /// that (and never comes); see the README's "Overflow".
     ///
     /// # Examples
     ///
@@ -359,6 +376,22 @@ fn rearmed(shared: &Shared, deadline: Deadline, tick: u64) -> State {
     }
 }
 
+/// The panic of a default-timer sleep polled where there is no default
+/// timer. `BuildError`'s own message for a missing runtime suggests
+/// `Builder::runtime`, which the free functions do not take.
+#[cold]
+fn no_default_timer(error: BuildError) -> ! {
+    if error.is_no_runtime() && !error.is_runtime_shut_down() {
+        panic!(
+            "wheel: a Sleep, Timeout or Interval of the default timer (made by \
+             wheel::sleep, timeout, interval, ...) was polled outside a tokio runtime \
+             before its deadline: poll it inside a runtime, or make it with a Timer \
+             built with Builder::runtime"
+        )
+    }
+    panic!("wheel: cannot register a Sleep on the runtime's default timer: {error}")
+}
+
 fn refused(error: Error) -> ! {
     panic!("wheel: this Sleep can never complete: {error}")
 }
@@ -433,7 +466,7 @@ impl Sleep {
                             self.state.set(State::Elapsed);
                             return Poll::Ready(());
                         }
-                        Err(e) => panic!("wheel: cannot register a Sleep: {e}"),
+                        Err(e) => no_default_timer(e),
                     }
                 }
                 let shared = self.timer.as_ref().expect("bound above").shared();
