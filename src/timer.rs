@@ -127,7 +127,7 @@ impl Timer {
     pub fn sleep(&self, duration: Duration) -> Sleep {
         Sleep::at(
             Some(self.clone()),
-            Deadline::after(self.now(), crate::capped(duration)),
+            Deadline::after_capped(self.now(), duration),
         )
     }
 

@@ -56,8 +56,38 @@ impl Deadline {
     /// as that clamps the sum when it overflows `Instant`.
     #[inline]
     pub(crate) fn after(now: Instant, duration: Duration) -> Deadline {
-        Deadline::checked_after(now, duration)
-            .unwrap_or_else(|| Deadline::from_instant(crate::deadline_after(now, duration)))
+        match Deadline::checked_after(now, duration) {
+            Some(deadline) => deadline,
+            None => Deadline::after_overflow(now, duration),
+        }
+    }
+
+    /// [`after`](Deadline::after) of `now` and `duration` cut to
+    /// `crate::MAX_DELAY`, as `sleep` makes its deadline: one `Instant`
+    /// subtraction and one clamp.
+    #[inline]
+    pub(crate) fn after_capped(now: Instant, duration: Duration) -> Deadline {
+        const MAX_NANOS: u128 = crate::MAX_DELAY.as_nanos();
+        let wait = if duration.as_secs() < crate::MAX_DELAY.as_secs() {
+            duration.as_nanos()
+        } else {
+            MAX_NANOS
+        };
+        match now.into_std().checked_duration_since(base()) {
+            // Below 2^64 seconds plus 30 years: no `u128` overflow.
+            Some(since) => Deadline(
+                i128::try_from(since.as_nanos() + wait)
+                    .map_or(Deadline::MAX, |n| n.min(Deadline::MAX)),
+            ),
+            None => Deadline::after(now, crate::capped(duration)),
+        }
+    }
+
+    /// [`after`](Deadline::after) where the sum overflows `Instant`.
+    #[cold]
+    #[inline(never)]
+    fn after_overflow(now: Instant, duration: Duration) -> Deadline {
+        Deadline::from_instant(crate::deadline_after(now, duration))
     }
 
     /// `now + duration` as a deadline, or `None` if the sum overflows
@@ -76,6 +106,14 @@ impl Deadline {
             let nanos = from.0 + duration.as_nanos() as i128;
             return Some(Deadline(nanos.min(Deadline::MAX)));
         }
+        Deadline::checked_after_far(now, duration)
+    }
+
+    /// [`checked_after`](Deadline::checked_after) for a duration over
+    /// 2^40 seconds, or a `now` before the range.
+    #[cold]
+    #[inline(never)]
+    fn checked_after_far(now: Instant, duration: Duration) -> Option<Deadline> {
         now.checked_add(duration).map(Deadline::from_instant)
     }
 
@@ -518,6 +556,11 @@ mod tests {
                     now.checked_add(duration).map(Deadline::from_instant),
                     "{now:?} + {duration:?}"
                 );
+                assert_eq!(
+                    Deadline::after_capped(now, duration),
+                    Deadline::from_instant(crate::deadline_after(now, crate::capped(duration))),
+                    "{now:?} + {duration:?}"
+                );
             }
         }
     }
@@ -543,6 +586,10 @@ mod tests {
             prop_assert_eq!(
                 Deadline::checked_after(now, duration),
                 now.checked_add(duration).map(Deadline::from_instant)
+            );
+            prop_assert_eq!(
+                Deadline::after_capped(now, duration),
+                Deadline::after(now, crate::capped(duration))
             );
         }
 

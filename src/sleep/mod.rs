@@ -51,10 +51,7 @@ use state::{Packed, State, WakerId};
 /// # }
 /// ```
 pub fn sleep(duration: Duration) -> Sleep {
-    Sleep::at(
-        None,
-        Deadline::after(Instant::now(), crate::capped(duration)),
-    )
+    Sleep::at(None, Deadline::after_capped(Instant::now(), duration))
 }
 
 /// Waits until `deadline`, on the current runtime's default timer.
