@@ -32,7 +32,10 @@ pub struct Stats {
     /// Callbacks scheduled and not yet cancelled or taken to run (also
     /// counted in `pending`). The driver takes due callbacks in batches of
     /// up to 32 and runs them outside its locks, so a callback running now
-    /// is not counted, nor are the others of its batch.
+    /// is not counted, nor are the others of its batch. One that came due
+    /// during a sleep's registration, which leaves it to a task on the
+    /// runtime, is counted here (no longer in `pending`) until that task
+    /// runs it.
     pub callbacks: usize,
     /// Timers fired since the timer was built.
     pub fired: u64,

@@ -711,8 +711,8 @@ impl Shared {
         self.notify_inline();
         let mut inner = shard.lock();
         if inner.shut_down {
-            // Shut down while the lock was released (by a callback the
-            // runner just ran, or by another thread). The shutdown found the
+            // Shut down while the lock was released (by a waker the inline
+            // pass just woke, a manual timer's callback, or another thread). The shutdown found the
             // entry pending and counted it among the sleeps that never
             // completed, but woke only the no-op waker it held: so it stays
             // pending, as the shutdown reported, and its task is woken here
@@ -1137,10 +1137,9 @@ impl Shared {
     }
 
     /// [`notify`](Shared::notify) from a registration or a reset, on the
-    /// caller's stack: due callbacks are left to the runner proper (see
-    /// "Callbacks never run inline"). A manual timer's are not: its passes
-    /// only ever find callbacks due if an `advance` is under way, whose
-    /// own pass would run them at once anyway.
+    /// caller's stack: a runtime timer's due callbacks are left to the
+    /// runner proper, a manual timer's are not (see "Callbacks never run
+    /// inline").
     fn notify_inline(&self) {
         self.run(self.runtime.is_some());
     }
