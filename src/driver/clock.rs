@@ -52,19 +52,9 @@ impl Deadline {
     }
 
     /// [`from_instant`](Deadline::from_instant) of
-    /// `crate::deadline_after(now, duration)`: `now + duration`, clamped
-    /// as that clamps the sum when it overflows `Instant`.
-    #[inline]
-    pub(crate) fn after(now: Instant, duration: Duration) -> Deadline {
-        match Deadline::checked_after(now, duration) {
-            Some(deadline) => deadline,
-            None => Deadline::after_overflow(now, duration),
-        }
-    }
-
-    /// [`after`](Deadline::after) of `now` and `duration` cut to
-    /// `crate::MAX_DELAY`, as `sleep` makes its deadline: one `Instant`
-    /// subtraction and one clamp.
+    /// `crate::deadline_after(now, crate::capped(duration))`, as `sleep`
+    /// makes its deadline, with one `Instant` subtraction and one clamp
+    /// rather than an `Instant` sum and a conversion.
     #[inline]
     pub(crate) fn after_capped(now: Instant, duration: Duration) -> Deadline {
         const MAX_NANOS: u128 = crate::MAX_DELAY.as_nanos();
@@ -79,15 +69,16 @@ impl Deadline {
                 i128::try_from(since.as_nanos() + wait)
                     .map_or(Deadline::MAX, |n| n.min(Deadline::MAX)),
             ),
-            None => Deadline::after(now, crate::capped(duration)),
+            None => Deadline::before_base_after(now, duration),
         }
     }
 
-    /// [`after`](Deadline::after) where the sum overflows `Instant`.
+    /// [`after_capped`](Deadline::after_capped) from a `now` before the
+    /// base.
     #[cold]
     #[inline(never)]
-    fn after_overflow(now: Instant, duration: Duration) -> Deadline {
-        Deadline::from_instant(crate::deadline_after(now, duration))
+    fn before_base_after(now: Instant, duration: Duration) -> Deadline {
+        Deadline::from_instant(crate::deadline_after(now, crate::capped(duration)))
     }
 
     /// `now + duration` as a deadline, or `None` if the sum overflows
@@ -547,11 +538,6 @@ mod tests {
                 Duration::MAX,
             ] {
                 assert_eq!(
-                    Deadline::after(now, duration),
-                    Deadline::from_instant(crate::deadline_after(now, duration)),
-                    "{now:?} + {duration:?}"
-                );
-                assert_eq!(
                     Deadline::checked_after(now, duration),
                     now.checked_add(duration).map(Deadline::from_instant),
                     "{now:?} + {duration:?}"
@@ -580,16 +566,12 @@ mod tests {
             let now = if back { o - offset } else { o + offset };
             let duration = Duration::new(secs, nanos);
             prop_assert_eq!(
-                Deadline::after(now, duration),
-                Deadline::from_instant(crate::deadline_after(now, duration))
-            );
-            prop_assert_eq!(
                 Deadline::checked_after(now, duration),
                 now.checked_add(duration).map(Deadline::from_instant)
             );
             prop_assert_eq!(
                 Deadline::after_capped(now, duration),
-                Deadline::after(now, crate::capped(duration))
+                Deadline::from_instant(crate::deadline_after(now, crate::capped(duration)))
             );
         }
 
