@@ -541,7 +541,13 @@ impl<T> DelayQueue<T> {
         self.wheel.shrink_to_fit();
     }
 
-    /// tokio-util's name for [`shrink_to_fit`](DelayQueue::shrink_to_fit).
+    /// The same as [`shrink_to_fit`](DelayQueue::shrink_to_fit), under
+    /// tokio-util's name, but not tokio-util's `compact`: that one moves
+    /// entries (keeping a map from the keys it handed out to where their
+    /// entries went) so that capacity comes down to `len`. Here entries never
+    /// move, so the highest slot still in use holds capacity up: after a
+    /// burst of 10,000 entries, one survivor from the top of it keeps room
+    /// for 10,000 until it expires or is removed.
     ///
     /// # Examples
     ///

@@ -127,6 +127,13 @@ impl BuildError {
     }
 
     /// The tick was zero, or longer than `u64::MAX` nanoseconds.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let error = wheel::Timer::builder().manual().tick(std::time::Duration::ZERO).build();
+    /// assert!(error.unwrap_err().is_invalid_tick());
+    /// ```
     pub fn is_invalid_tick(&self) -> bool {
         matches!(
             self.kind,
@@ -135,12 +142,26 @@ impl BuildError {
     }
 
     /// `slots_per_level` was not a power of two between 2 and 4096.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let error = wheel::Timer::builder().manual().slots_per_level(100).build();
+    /// assert!(error.unwrap_err().is_invalid_slots());
+    /// ```
     pub fn is_invalid_slots(&self) -> bool {
         matches!(self.kind, BuildErrorKind::Slots(_))
     }
 
     /// `shards` was not a power of two between 1 and 64, or was more than
     /// one on a timer with a `max_pending` limit.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let error = wheel::Timer::builder().manual().shards(3).build();
+    /// assert!(error.unwrap_err().is_invalid_shards());
+    /// ```
     pub fn is_invalid_shards(&self) -> bool {
         matches!(
             self.kind,
@@ -151,6 +172,14 @@ impl BuildError {
     /// There was no tokio runtime to run the timer on: `build` was called
     /// outside a runtime and no [`runtime`](crate::Builder::runtime) was
     /// given, or the runtime had shut down (the message says which).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// // Not inside a runtime, and none given.
+    /// let error = wheel::Timer::builder().build().unwrap_err();
+    /// assert!(error.is_no_runtime());
+    /// ```
     pub fn is_no_runtime(&self) -> bool {
         matches!(
             self.kind,
@@ -165,6 +194,17 @@ impl BuildError {
     }
 
     /// The runtime was built without `enable_time()`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    /// let error = wheel::Timer::builder()
+    ///     .runtime(runtime.handle().clone())
+    ///     .build()
+    ///     .unwrap_err();
+    /// assert!(error.is_timers_disabled());
+    /// ```
     pub fn is_timers_disabled(&self) -> bool {
         matches!(self.kind, BuildErrorKind::TimersDisabled)
     }
@@ -274,6 +314,15 @@ impl Error {
 
     /// The timer has shut down: [`Timer::shutdown`](crate::Timer::shutdown)
     /// was called, or its runtime shut down.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let timer = wheel::Timer::builder().manual().build().unwrap();
+    /// timer.shutdown();
+    /// let error = timer.try_sleep(std::time::Duration::from_secs(1)).unwrap_err();
+    /// assert!(error.is_shutdown());
+    /// ```
     pub fn is_shutdown(&self) -> bool {
         matches!(self.kind, ErrorKind::ShutDown)
     }
@@ -281,6 +330,17 @@ impl Error {
     /// The timer already holds [`Builder::max_pending`](crate::Builder::max_pending)
     /// pending timers, or the calling thread's shard holds as many entries
     /// as its keys can name (see [`Builder::shards`](crate::Builder::shards)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let timer = wheel::Timer::builder().manual().max_pending(1).build().unwrap();
+    /// let _first = timer.try_sleep(Duration::from_secs(1)).unwrap();
+    /// let error = timer.try_sleep(Duration::from_secs(1)).unwrap_err();
+    /// assert!(error.is_at_capacity());
+    /// ```
     pub fn is_at_capacity(&self) -> bool {
         matches!(
             self.kind,

@@ -78,7 +78,14 @@ pub fn interval(period: Duration) -> Interval {
 /// ```
 #[track_caller]
 pub fn interval_at(start: Instant, period: Duration) -> Interval {
-    Interval::new(sleep_until(start), period)
+    // A start already passed is due at once, as `interval`'s is, not at the
+    // end of the tick it rounds up to (on a timer with a coarse tick).
+    let first = if start <= Instant::now() {
+        Sleep::elapsed_at(None, start)
+    } else {
+        sleep_until(start)
+    };
+    Interval::new(first, period)
 }
 
 /// What an [`Interval`] does when a tick is late, because the task was busy
@@ -248,7 +255,8 @@ impl Interval {
     /// # }
     /// ```
     pub fn reset(&mut self) {
-        self.reset_at(deadline_after(self.delay.now(), self.period));
+        let now = self.delay.now();
+        self.reset_from(deadline_after(now, self.period), now);
     }
 
     /// Makes the next tick due at once.
@@ -267,7 +275,8 @@ impl Interval {
     /// # }
     /// ```
     pub fn reset_immediately(&mut self) {
-        self.reset_at(self.delay.now());
+        let now = self.delay.now();
+        self.reset_from(now, now);
     }
 
     /// Makes the next tick due `after` from now (at most 30 years, as with
@@ -287,7 +296,8 @@ impl Interval {
     /// # }
     /// ```
     pub fn reset_after(&mut self, after: Duration) {
-        self.reset_at(deadline_after(self.delay.now(), crate::capped(after)));
+        let now = self.delay.now();
+        self.reset_from(deadline_after(now, crate::capped(after)), now);
     }
 
     /// Makes the next tick due at `deadline`; the period counts from there.
@@ -304,7 +314,19 @@ impl Interval {
     /// # }
     /// ```
     pub fn reset_at(&mut self, deadline: Instant) {
-        Pin::new(&mut self.delay).reset(deadline);
+        self.reset_from(deadline, self.delay.now());
+    }
+
+    /// The resets' common step, given the time they read: a deadline
+    /// already passed makes the next tick due at once (a waiting task is
+    /// woken), rather than at the end of the timer's tick it rounds up to,
+    /// which on a coarse timer can be most of a tick away.
+    fn reset_from(&mut self, deadline: Instant, now: Instant) {
+        if deadline <= now {
+            self.delay.reset_passed(deadline);
+        } else {
+            Pin::new(&mut self.delay).reset(deadline);
+        }
     }
 
     /// The period between ticks.

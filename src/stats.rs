@@ -37,7 +37,11 @@ pub struct Stats {
     /// runtime, is counted here (no longer in `pending`) until that task
     /// runs it.
     pub callbacks: usize,
-    /// Timers fired since the timer was built.
+    /// Timers fired since the timer was built: sleeps the driver woke (or
+    /// completed) at their deadline, and callbacks it started to run. It
+    /// never goes down. A sleep whose deadline had already passed when it
+    /// was first polled completes at that poll, and is no fire; a callback
+    /// cancelled after it came due, before it ran, counts as cancelled.
     pub fired: u64,
     /// Registered timers dropped, and callbacks cancelled (or handed back by
     /// [`Timer::shutdown`](crate::Timer::shutdown)), before they fired.

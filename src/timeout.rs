@@ -17,8 +17,9 @@ use crate::{sleep_until, Sleep};
 ///
 /// The drop-in for `tokio::time::timeout`: the future is polled first, so one
 /// that is ready at once wins even with a zero duration, and a future that
-/// is ready at once never touches the timer. On expiry the future is dropped
-/// and `Err(Elapsed)` returned. A `duration` too long for `Instant::now() +
+/// is ready at once never touches the timer. On expiry `Err(Elapsed)` is
+/// returned and the future is not polled again; it is dropped with the
+/// `Timeout` (or handed back by [`Timeout::into_inner`]), as tokio's is. A `duration` too long for `Instant::now() +
 /// duration` to exist (`Duration::MAX`) means no deadline: the timeout
 /// never expires and never touches the timer, as with tokio's.
 ///

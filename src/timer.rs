@@ -233,7 +233,14 @@ impl Timer {
     /// ```
     #[track_caller]
     pub fn interval_at(&self, start: Instant, period: Duration) -> Interval {
-        Interval::new(self.sleep_until(start), period)
+        // A start already passed is due at once, as `interval`'s is, not at
+        // the end of the tick it rounds up to.
+        let first = if start <= self.now() {
+            Sleep::elapsed_at(Some(self.clone()), start)
+        } else {
+            self.sleep_until(start)
+        };
+        Interval::new(first, period)
     }
 
     /// The current time on this timer's clock: `Instant::now()` for a timer

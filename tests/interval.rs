@@ -745,3 +745,48 @@ async fn the_first_tick_is_at_once_even_between_a_coarse_timers_ticks() {
     assert_ready_eq!(poll_tick(&mut every), start);
     assert_pending!(poll_tick(&mut every));
 }
+
+/// Found by review: on a coarse timer a reset to a passed deadline waited
+/// for the end of the tick it rounds up to, so `reset_immediately` was not
+/// immediate (93 ms late here), though `Interval::reset_immediately`
+/// promises it and a manual timer's was. A task already waiting on the tick
+/// is woken.
+#[tokio::test(start_paused = true)]
+async fn reset_immediately_is_immediate_on_a_coarse_timer() {
+    let timer = wheel::Timer::builder().tick(ms(100)).build().unwrap();
+    time::advance(ms(7)).await;
+    let mut every = task::spawn(timer.interval(Duration::from_secs(60)));
+    assert_ready!(poll_tick(&mut every));
+    assert_pending!(poll_tick(&mut every));
+    every.reset_immediately();
+    assert!(every.is_woken(), "the waiting task is told");
+    assert_ready_eq!(poll_tick(&mut every), timer.now());
+    // And the period counts from there.
+    time::advance(Duration::from_secs(60) - ms(1)).await;
+    assert_pending!(poll_tick(&mut every));
+    time::advance(ms(101)).await;
+    assert_ready!(poll_tick(&mut every));
+    // Likewise a `reset_at` into the past, and a `reset_after(0)`.
+    every.reset_at(timer.now() - ms(3));
+    assert_ready!(poll_tick(&mut every));
+    every.reset_after(Duration::ZERO);
+    assert_ready!(poll_tick(&mut every));
+}
+
+/// tokio documents `interval(p)` as `interval_at(Instant::now(), p)`; on a
+/// coarse timer the second waited for the end of the tick (review).
+#[tokio::test(start_paused = true)]
+async fn interval_at_a_passed_start_ticks_at_once_like_interval() {
+    let timer = wheel::Timer::builder().tick(ms(100)).build().unwrap();
+    time::advance(ms(7)).await;
+    let now = timer.now();
+    let mut from_interval = task::spawn(timer.interval(Duration::from_secs(60)));
+    let mut from_now = task::spawn(timer.interval_at(now, Duration::from_secs(60)));
+    let mut from_before = task::spawn(timer.interval_at(now - ms(5), Duration::from_secs(60)));
+    assert_ready_eq!(poll_tick(&mut from_interval), now);
+    assert_ready_eq!(poll_tick(&mut from_now), now);
+    assert_ready_eq!(poll_tick(&mut from_before), now - ms(5));
+    // A start still ahead is not early.
+    let mut ahead = task::spawn(timer.interval_at(now + ms(1), Duration::from_secs(60)));
+    assert_pending!(poll_tick(&mut ahead));
+}

@@ -1082,28 +1082,34 @@ async fn a_timer_built_off_tokios_grid_wakes_within_a_millisecond_of_tokio_never
 /// every timer, the wheel's alarm included. The alarm's wake reached the
 /// driver's own thread-local (destroyed by then) and entered the runtime,
 /// both of which panic there, and a panic in a thread-local destructor
-/// aborts the process. Run in a child process, since that is an abort.
+/// aborts the process. With a paused clock, reading the time looks up
+/// tokio's context thread-local, also destroyed by then (a second review
+/// found the wake still read it). Run in a child process, since that is
+/// an abort; once on tokio's real clock, once paused.
 #[test]
 fn a_runtime_dropped_by_a_thread_local_destructor_does_not_abort() {
     const CHILD: &str = "WHEEL_TLS_DROP_CHILD";
-    if std::env::var_os(CHILD).is_none() {
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "a_runtime_dropped_by_a_thread_local_destructor_does_not_abort",
-                "--nocapture",
-            ])
-            .env(CHILD, "1")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "child failed: {:?}\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
+    let Some(clock) = std::env::var_os(CHILD) else {
+        for clock in ["real", "paused"] {
+            let out = std::process::Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "--exact",
+                    "a_runtime_dropped_by_a_thread_local_destructor_does_not_abort",
+                    "--nocapture",
+                ])
+                .env(CHILD, clock)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "child on the {clock} clock failed: {:?}\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
         return;
-    }
+    };
+    let paused = clock == "paused";
     struct Held {
         rt: tokio::runtime::Runtime,
         timer: Option<wheel::Timer>,
@@ -1111,12 +1117,13 @@ fn a_runtime_dropped_by_a_thread_local_destructor_does_not_abort() {
     std::thread_local! {
         static HELD: std::cell::RefCell<Option<Held>> = const { std::cell::RefCell::new(None) };
     }
-    std::thread::spawn(|| {
+    std::thread::spawn(move || {
         // `HELD` is used first, so it is destroyed last: after the
         // driver's own thread-local, which the sleep below uses first.
         HELD.with(|held| {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_time()
+                .start_paused(paused)
                 .build()
                 .unwrap();
             *held.borrow_mut() = Some(Held { rt, timer: None });

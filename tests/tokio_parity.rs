@@ -500,3 +500,16 @@ fn after_runtime_drop_non_polling_ops_do_not_panic() {
     q.clear();
     drop((s, iv, q));
 }
+
+// What the README says of `advance` off tokio's millisecond grid: a 1.5 ms
+// sleep is not woken by advancing exactly 1.5 ms, on either, and is by 2.
+differential!(advance_wakes_on_tokios_millisecond_grid, |t| {
+    let mut sleep = tokio_test::task::spawn(t::sleep(Duration::from_micros(1500)));
+    assert!(sleep.poll().is_pending());
+    tokio::time::advance(Duration::from_micros(1500)).await;
+    let at_1500_us = sleep.is_woken();
+    tokio::time::advance(Duration::from_micros(500)).await;
+    let seen = (at_1500_us, sleep.is_woken(), sleep.poll().is_ready());
+    assert_eq!(seen, (false, true, true), "woken at 1.5 ms, at 2 ms, ready");
+    seen
+});

@@ -51,6 +51,29 @@ pub(crate) fn is_no_waker(waker: &Waker) -> bool {
     waker.will_wake(Waker::noop())
 }
 
+/// What a `Sleep`'s entry holds while its registration has let go of the
+/// lock to notify the runner (see `Shared::register`): a waker that does
+/// nothing, told apart from [`no_waker`] by its data pointer. An entry
+/// fired holding it completes its sleep's first poll, which is no fire:
+/// the registration reports it elapsed and nobody counts it fired.
+pub(crate) fn registering_waker() -> Waker {
+    registering().clone()
+}
+
+/// Whether `waker` is [`registering_waker`]'s.
+pub(crate) fn is_registering(waker: &Waker) -> bool {
+    waker.data() == registering().data()
+}
+
+fn registering() -> &'static Waker {
+    struct Registering;
+    impl std::task::Wake for Registering {
+        fn wake(self: std::sync::Arc<Self>) {}
+    }
+    static REGISTERING: std::sync::OnceLock<Waker> = std::sync::OnceLock::new();
+    REGISTERING.get_or_init(|| Waker::from(std::sync::Arc::new(Registering)))
+}
+
 /// The waker a `Sleep`'s job held, if it is one worth waking.
 pub(crate) fn held_waker(waker: Waker) -> Option<Waker> {
     (!is_no_waker(&waker)).then_some(waker)

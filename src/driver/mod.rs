@@ -57,12 +57,17 @@
 //! registration finds its deadline passed, but a callback must not run
 //! there: it could take a lock the caller holds, and `Timer::schedule`
 //! promises it runs where the timer is driven. So an inline pass on a
-//! runtime timer leaves each due callback it takes in `Control::deferred`
-//! (still counted in `callbacks`, so `keep_alive` holds) and spawns a task
-//! on the runtime that calls `notify`. The runner proper runs the deferred
+//! runtime timer moves each due callback it takes to `Control::deferred`
+//! (still counted in `callbacks`, so `keep_alive` holds), under the shard's
+//! lock it took it under, so that a shutdown finds every callback in a
+//! wheel or deferred, never in between, and then spawns a task on the
+//! runtime that calls `notify`. The runner proper runs the deferred
 //! callbacks first thing in its next pass, whoever's pass that is: they
 //! were taken before anything it can take, so callbacks still run tick by
-//! tick. Shutdown hands back those still deferred. A manual timer's inline
+//! tick. Shutdown hands back those still deferred. That task's `notify`
+//! may find another inline pass running and leave the work to it; the
+//! inline runner, seeing the `CALLBACKS_ASKED` bit such a `notify` sets
+//! (see below), spawns another rather than run them itself. A manual timer's inline
 //! pass runs them: it has no runtime to hand them to, and it can only find
 //! one due while an `advance` on another thread has moved the clock and not
 //! yet processed it, the one case in which a callback runs on a thread
@@ -73,11 +78,12 @@
 //! `notify` may be called from any thread, and from inside itself: polling
 //! the alarm can call its waker synchronously (tokio's coop budget, or an
 //! `AtomicWaker` racing a fire), and a callback may schedule or advance. So
-//! `notify` never blocks. `run_state` holds two bits: `RUNNING` (one caller
-//! is processing) and `NOTIFIED` (something happened since it last looked).
-//! A caller sets both; if `RUNNING` was already set it returns, and the
-//! runner, whose final `compare_exchange(RUNNING, 0)` then fails, goes round
-//! again. AcqRel on both sides makes every registration that set `NOTIFIED`
+//! `notify` never blocks. `run_state` holds `RUNNING` (one caller is
+//! processing), `NOTIFIED` (something happened since it last looked) and
+//! `CALLBACKS_ASKED` (a caller that may run callbacks, unlike an inline
+//! pass, was among them). A caller sets them; if `RUNNING` was already set
+//! it returns, and the runner, whose final `compare_exchange(RUNNING, 0)`
+//! then fails, goes round again. AcqRel on both sides makes every registration that set `NOTIFIED`
 //! visible to the runner's next pass (and the wheel itself is read under the
 //! mutex anyway). `advance_to` must not return before its time has been
 //! processed, so after notifying it waits for `RUNNING` to clear, unless the
@@ -170,9 +176,10 @@
 //! under the shard's lock, so it knows whether the callback is still in
 //! the wheel; the runner swaps it outside any lock, just before running a
 //! callback it took out earlier. `Shared::control` guards the alarm, the manual time, the
-//! sentinel and the callback count with its keep-alive. No code holds a
-//! shard's lock and then takes `control`, or the other way round, except a
-//! registration on a manual timer, which reads the manual time (shard,
+//! sentinel, the callback count with its keep-alive, and the deferred
+//! callbacks. No code holds a shard's lock and then takes `control`, or the
+//! other way round, except a registration on a manual timer, which reads
+//! the manual time, and an inline pass deferring a callback (both shard,
 //! then control), and nothing takes a shard's lock while holding `control`,
 //! so there is no cycle. The alarm is polled with `control` held; that is
 //! safe because its waker only touches `run_state` while a runner exists.
@@ -191,7 +198,15 @@
 //! every task before it shuts its time driver down, and each runtime timer
 //! spawns a tiny [`Sentinel`] task whose drop calls it. The alarm is never
 //! polled after that, so tokio's own "runtime is shutting down" assertion is
-//! never reached.
+//! never reached: a pass checks for shutdown under `control` before it arms
+//! the alarm, and `shut_down` takes `control` after setting its flag, so a
+//! pass that missed the flag has armed the alarm before the shutdown ends
+//! (and tokio shuts its time driver down only after that). A pass started
+//! after shutdown does nothing at all, not even read the clock: tokio fires
+//! the alarm as its driver shuts down, possibly in a thread-local's
+//! destructor, where reading a paused clock would panic. A closure dropped
+//! by the shutdown (a deferred callback whose handle cancelled it) is
+//! dropped last, after every wake, its panic caught and counted.
 
 mod clock;
 mod home;
@@ -217,7 +232,10 @@ pub(crate) use clock::{Clock, Deadline};
 /// "Polling without the lock"), and then checked ([`Shared::owns`]), so a
 /// generation come round does not make it name a newer entry.
 pub(crate) const KEY_GENERATION_BITS: u32 = 128 - Deadline::BITS - 32;
-use job::{held_waker, is_no_waker, Batch, Callback, CallbackState, Fire, Job, RunOrder};
+use job::{
+    held_waker, is_no_waker, is_registering, no_waker, registering_waker, Batch, Callback,
+    CallbackState, Fire, Job, RunOrder,
+};
 pub(crate) use sentinel::Sentinel;
 
 use crate::error::Error;
@@ -227,8 +245,11 @@ use crate::sync::{
 use crate::wheel::{Key, Wheel};
 use crate::Stats;
 
-const RUNNING: u8 = 0b01;
-const NOTIFIED: u8 = 0b10;
+const RUNNING: u8 = 0b001;
+const NOTIFIED: u8 = 0b010;
+/// A caller that may run callbacks (not an inline pass) notified: see
+/// "The runner state".
+const CALLBACKS_ASKED: u8 = 0b100;
 /// "No tick": the alarm is not armed, or nothing is promised.
 const NEVER: u64 = u64::MAX;
 /// The most shards a timer splits into: a key's index gives up
@@ -293,6 +314,10 @@ pub(crate) struct Shared {
     completed_at: AtomicI64,
     /// Wakers and callbacks that panicked when fired.
     panicked: AtomicU64,
+    /// Callbacks claimed to run: their part of `Stats::fired`, counted
+    /// where they run, outside any lock, because until then a cancel can
+    /// still stop them (a shard's `fired` counts its sleeps).
+    callbacks_fired: AtomicU64,
     clock: Clock,
     slots_per_level: usize,
     max_pending: usize,
@@ -344,7 +369,8 @@ struct Control {
     /// Due callbacks that a registration's inline pass took out of the
     /// wheel, in the order taken; still counted in `callbacks`. The next
     /// pass of the runner proper runs them first; shutdown hands them back.
-    /// With each, the shard whose `fired` counted it.
+    /// With each, the shard it was in, whose `cancelled` counts it if
+    /// shutdown hands it back.
     deferred: Vec<(usize, Box<Callback>)>,
 }
 
@@ -425,13 +451,18 @@ impl Inner {
         self.wheel.len() >= shard_capacity
     }
 
-    /// What a fired entry's job must do, counting it; `true` with a
-    /// callback, which the caller then counts done (under `Control`).
+    /// What a fired entry's job must do, counting a sleep's fired; `true`
+    /// with a callback, which the caller then counts done (under `Control`).
     fn take_fire(&mut self, job: Job) -> (Option<Fire>, bool) {
-        self.fired += 1;
         match job {
-            Job::Wake(waker) => (held_waker(waker).map(Fire::Wake), false),
-            // Left `PENDING`: claimed just before it runs (see `fire`).
+            // A sleep completing at its first poll: see `register`.
+            Job::Wake(waker) if is_registering(&waker) => (None, false),
+            Job::Wake(waker) => {
+                self.fired += 1;
+                (held_waker(waker).map(Fire::Wake), false)
+            }
+            // Left `PENDING`: claimed just before it runs, and counted fired
+            // then (see `fire`), since a cancel can still stop it.
             Job::Call(callback) => (Some(Fire::Call(callback)), true),
         }
     }
@@ -574,6 +605,7 @@ impl Shared {
             published_at: AtomicI64::new(clock.deadline_at(0)),
             completed_at: AtomicI64::new(clock.deadline_at(0)),
             panicked: AtomicU64::new(0),
+            callbacks_fired: AtomicU64::new(0),
             clock,
             slots_per_level,
             max_pending,
@@ -680,11 +712,35 @@ impl Shared {
         tick: u64,
         waker: Option<&Waker>,
     ) -> Registration {
+        self.register_counting(deadline, tick, waker, false, false)
+    }
+
+    /// Registers a `Sleep` whose entry has fired and is being reset, with
+    /// no waker (firing took it). Completing at once counts as firing
+    /// again, as resetting a pending entry into the past does; `passed`
+    /// (the caller found the deadline passed) completes it at once.
+    pub(crate) fn rearm(&self, deadline: Deadline, tick: u64, passed: bool) -> Registration {
+        self.register_counting(deadline, tick, None, true, passed)
+    }
+
+    /// [`register`](Shared::register); with `count_elapsed`, an `Elapsed`
+    /// deadline counts as fired, and `passed` makes it `Elapsed`. One the runner fires while this has
+    /// released the lock to notify it counts as fired either way, since
+    /// the runner counted it: `Stats::fired` never goes down.
+    fn register_counting(
+        &self,
+        deadline: Deadline,
+        tick: u64,
+        waker: Option<&Waker>,
+        count_elapsed: bool,
+        passed: bool,
+    ) -> Registration {
         debug_assert_eq!(tick, self.clock.tick_of(deadline));
         let home = self.home();
         let shard = &self.shards[home].0;
         let mut inner = shard.lock();
-        if tick <= inner.wheel.elapsed() || self.reached(deadline) {
+        if tick <= inner.wheel.elapsed() || passed || self.reached(deadline) {
+            inner.fired += u64::from(count_elapsed);
             return Registration::Elapsed;
         }
         if let Err(refused) = inner.admit(self.max_pending, self.shard_capacity) {
@@ -692,6 +748,7 @@ impl Shared {
             // Cold: a deadline already passed still completes on a timer
             // that can no longer fire anything.
             return if deadline.reached_by(self.now()) {
+                shard.lock().fired += u64::from(count_elapsed);
                 Registration::Elapsed
             } else {
                 Registration::Refused(refused)
@@ -706,7 +763,10 @@ impl Shared {
         // stored only if it has not, so a sleep that completes here leaves no
         // wake-up behind (only a `Pending` poll arranges one); both checks
         // are under the shard's lock, so no firing can slip between them.
-        let local = inner.wheel.insert(tick, Job::wake(None));
+        // Until then the entry holds the registering waker, so whichever
+        // runner fires it knows this is a first poll completing, not a fire,
+        // and does not count it: `Stats::fired` never has to go back down.
+        let local = inner.wheel.insert(tick, Job::Wake(registering_waker()));
         drop(inner);
         self.notify_inline();
         let mut inner = shard.lock();
@@ -724,38 +784,26 @@ impl Shared {
             }
             return Registration::Pending(self.key(home, local));
         }
-        // The runner may have fired and freed the entry meanwhile, and a
-        // callback refilled its slot: see `owns`.
+        // The runner may have fired (uncounted) and freed the entry
+        // meanwhile, and a callback refilled its slot: see `owns`.
         if !self.owns(&inner, local, deadline) {
-            inner.fired -= 1;
+            inner.fired += u64::from(count_elapsed);
             return Registration::Elapsed;
         }
         match inner.wheel.value_mut(local) {
             Some(Job::Wake(slot)) => {
-                if let Some(waker) = waker {
-                    slot.clone_from(waker);
-                }
+                // The marker's drop is a count decrement: never the last.
+                *slot = waker.map_or_else(no_waker, Waker::clone);
             }
-            // Fired and freed by the runner: completed, not fired, to the
+            // Fired (uncounted) and freed by the runner: completed, to the
             // caller, for whom it never was pending.
             None => {
-                inner.fired -= 1;
+                inner.fired += u64::from(count_elapsed);
                 return Registration::Elapsed;
             }
             Some(Job::Call(_)) => unreachable!("a Sleep's key names a callback"),
         }
         Registration::Pending(self.key(home, local))
-    }
-
-    /// Registers a `Sleep` whose entry has fired and is being reset, with
-    /// no waker (firing took it). Completing at once counts as firing
-    /// again, as resetting a pending entry into the past does.
-    pub(crate) fn rearm(&self, deadline: Deadline, tick: u64) -> Registration {
-        let registration = self.register(deadline, tick, None);
-        if let Registration::Elapsed = registration {
-            self.shards[self.home()].0.lock().fired += 1;
-        }
-        registration
     }
 
     /// Checks a `Sleep`'s entry: `Ready` once it has fired (the driver has
@@ -894,15 +942,22 @@ impl Shared {
 
     /// Moves a pending `Sleep`'s entry to `tick` (`deadline`'s), keeping its
     /// waker. If that tick is already processed, or a manual clock has
-    /// reached `deadline`, the entry fires now: it is freed and its waker
-    /// woken.
+    /// reached `deadline`, or the caller has found it `passed`, the entry
+    /// fires now: it is freed and its waker woken.
     ///
     /// After shutdown a pending entry is still moved (only the alarm is left
     /// alone), so its next poll reports the shutdown.
     ///
     /// `old` is the sleep's deadline before this reset, for
     /// [`owns`](Shared::owns).
-    pub(crate) fn reset(&self, key: Key, old: Deadline, deadline: Deadline, tick: u64) -> Reset {
+    pub(crate) fn reset(
+        &self,
+        key: Key,
+        old: Deadline,
+        deadline: Deadline,
+        tick: u64,
+        passed: bool,
+    ) -> Reset {
         debug_assert_eq!(tick, self.clock.tick_of(deadline));
         // Cold: after shutdown nothing will fire the entry, so a deadline
         // that has passed fires it here, as registering afresh would (see
@@ -913,8 +968,8 @@ impl Shared {
         if !self.owns(&inner, key, old) {
             return Reset::Gone;
         }
-        let moved = if passed_after_shutdown || self.reached(deadline) {
-            // A manual clock already at the deadline: due now, as a sleep
+        let moved = if passed || passed_after_shutdown || self.reached(deadline) {
+            // A deadline already passed by the clock: due now, as a sleep
             // registered afresh would be (see `register`), not at the end of
             // the tick the deadline rounds up to.
             inner.wheel.value_mut(key).map(|_| false)
@@ -1005,9 +1060,8 @@ impl Shared {
 
     /// Cancels a pending callback; `true` if that stopped it from running.
     ///
-    /// A `PENDING` callback is in the wheel, or in a runner's batch: taken
-    /// out (and counted fired, and no longer pending) but not yet claimed to
-    /// run. Under the shard's lock, which the runner takes out entries
+    /// A `PENDING` callback is in the wheel, or in a runner's batch (or
+    /// deferred): taken out (no longer pending) but not yet claimed to run. Under the shard's lock, which the runner takes out entries
     /// under, the two cannot change places. Winning the phase stops it
     /// either way; only one still in the wheel is freed and uncounted here,
     /// since the runner has already uncounted one it took.
@@ -1028,9 +1082,8 @@ impl Shared {
             Some(Job::Call(callback)) if std::ptr::eq(Arc::as_ptr(&callback.state), state)
         );
         if !in_wheel {
-            // In a batch: the runner drops it unrun. It was counted fired
-            // when taken out; it was not.
-            inner.fired -= 1;
+            // In a batch, or deferred: the runner drops it unrun (it counts
+            // fired only the callbacks it claims).
             return true;
         }
         // As a `Sleep`'s: the closure goes now, the entry with a batch.
@@ -1062,6 +1115,7 @@ impl Shared {
             stats.level_bytes += inner.wheel.level_bytes();
         }
         stats.callbacks = self.control.lock().callbacks;
+        stats.fired += self.callbacks_fired.load(Ordering::Relaxed);
         stats.panicked = self.panicked.load(Ordering::Relaxed);
         stats
     }
@@ -1147,12 +1201,12 @@ impl Shared {
     /// The runner protocol, for a pass that runs callbacks or (`inline`)
     /// defers them.
     fn run(&self, inline: bool) {
-        if self
-            .run_state
-            .fetch_or(RUNNING | NOTIFIED, Ordering::AcqRel)
-            & RUNNING
-            != 0
-        {
+        let asks = if inline {
+            RUNNING | NOTIFIED
+        } else {
+            RUNNING | NOTIFIED | CALLBACKS_ASKED
+        };
+        if self.run_state.fetch_or(asks, Ordering::AcqRel) & RUNNING != 0 {
             return;
         }
         // Takes this thread's runner mark off, and clears `run_state` if
@@ -1176,8 +1230,12 @@ impl Shared {
             state: &self.run_state,
             finished: false,
         };
+        let mut callbacks_asked = false;
         loop {
-            self.run_state.fetch_and(!NOTIFIED, Ordering::AcqRel);
+            let seen = self
+                .run_state
+                .fetch_and(!(NOTIFIED | CALLBACKS_ASKED), Ordering::AcqRel);
+            callbacks_asked |= seen & CALLBACKS_ASKED != 0;
             self.process(inline);
             if self
                 .run_state
@@ -1185,8 +1243,14 @@ impl Shared {
                 .is_ok()
             {
                 running.finished = true;
-                return;
+                break;
             }
+        }
+        // An inline runner absorbed a notify that would have run the
+        // deferred callbacks (the task spawned for them, say): it must not
+        // run them here, so it hands them to a task of their own.
+        if inline && callbacks_asked && !self.control.lock().deferred.is_empty() {
+            self.spawn_runner();
         }
     }
 
@@ -1194,18 +1258,18 @@ impl Shared {
     /// `inline` pass defers the callbacks it takes; any other first runs
     /// those deferred before.
     fn process(&self, inline: bool) {
-        // Not after shutdown, when there is nothing left to fire: tokio
-        // fires the alarm as its driver shuts down, possibly from a
-        // thread-local's destructor, where entering the runtime panics.
-        let _clock_of_this_runtime = self
-            .runtime
-            .as_ref()
-            .filter(|_| !self.is_shut_down())
-            .map(|rt| rt.handle.enter());
+        // Not after shutdown, which has handed back or woken everything:
+        // tokio fires the alarm as its driver shuts down, possibly from a
+        // thread-local's destructor, where entering the runtime, or reading
+        // its paused clock, panics (and so aborts).
+        if self.is_shut_down() {
+            return;
+        }
+        let _clock_of_this_runtime = self.runtime.as_ref().map(|rt| rt.handle.enter());
         let mut batch = Batch::new();
         let mut callbacks_done = 0;
         let mut release = None;
-        let mut taken_inline = Vec::new();
+        let mut deferred_any = false;
         let mut control = self.control.lock();
         let mut now = self.clock.now_tick(control.now());
         if !inline && !control.deferred.is_empty() {
@@ -1239,8 +1303,11 @@ impl Shared {
                     let (fire, callback) = inner.take_fire(job);
                     let fire = match fire {
                         // Left counted: the runner proper counts it done.
+                        // Deferred under the shard's lock, so that a
+                        // shutdown finds it in the wheel or in `deferred`.
                         Some(Fire::Call(callback)) if inline => {
-                            taken_inline.push((index, callback));
+                            self.control.lock().deferred.push((index, callback));
+                            deferred_any = true;
                             None
                         }
                         fire => {
@@ -1267,7 +1334,12 @@ impl Shared {
             self.complete(now);
             let mut control = self.control.lock();
             control.uncount_taken(&mut callbacks_done, &mut release);
-            if next == NEVER {
+            // Not after a shutdown that came since the shards were looked
+            // at: tokio's time driver may be shutting down too, and polling
+            // the alarm would then panic. A shutdown takes `control` after
+            // setting the flag, so either this sees it or the alarm is armed
+            // before the shutdown completes.
+            if next == NEVER || self.is_shut_down() {
                 break;
             }
             if self.arm(&mut control, next).is_pending() {
@@ -1281,18 +1353,17 @@ impl Shared {
             control.uncount_taken(&mut callbacks_done, &mut release);
         }
         batch.drain().for_each(|fire| self.fire(fire));
-        if !taken_inline.is_empty() {
-            self.defer(taken_inline);
+        if deferred_any {
+            self.spawn_runner();
         }
         // The caller holds its own reference, so this is never the last.
         drop(release);
     }
 
-    /// Leaves callbacks an inline pass took to the runner proper, and
-    /// starts one on the timer's runtime to run them.
+    /// Starts a runner proper on the timer's runtime, for the callbacks an
+    /// inline pass deferred.
     #[cold]
-    fn defer(&self, callbacks: Vec<(usize, Box<Callback>)>) {
-        self.control.lock().deferred.extend(callbacks);
+    fn spawn_runner(&self) {
         let runtime = self.runtime.as_ref().expect("only a runtime timer defers");
         // The caller holds a reference, so this upgrades. A runtime that is
         // shutting down drops the task unrun, and its sentinel's shutdown
@@ -1373,6 +1444,7 @@ impl Shared {
             // batch (`cancel_callback`); a panicking drop is contained too.
             Fire::Call(callback) => catch_unwind(AssertUnwindSafe(|| {
                 if callback.state.claim() {
+                    self.callbacks_fired.fetch_add(1, Ordering::Relaxed);
                     (callback.run)();
                 }
             }))
@@ -1427,17 +1499,16 @@ impl Shared {
         }
         let from_wheels = leftovers.callbacks.len();
         // Those an inline pass took and deferred: still counted, and handed
-        // back unless their handles cancelled them meanwhile. (Taken out,
-        // they were counted fired; handed back, they count as cancelled.)
+        // back unless their handles cancelled them meanwhile (handed back,
+        // they count as cancelled). An inline pass defers under the shard's
+        // lock, which this has taken since marking the shard shut down, so
+        // none can be deferred after this.
         let deferred = std::mem::take(&mut self.control.lock().deferred);
         let deferred_count = deferred.len();
         let mut cancelled_meanwhile = Vec::new();
         for (index, callback) in deferred {
             if callback.state.try_cancel() {
-                let mut inner = self.shards[index].0.lock();
-                inner.fired -= 1;
-                inner.cancelled += 1;
-                drop(inner);
+                self.shards[index].0.lock().cancelled += 1;
                 leftovers
                     .callbacks
                     .push((callback.state.run_order(), callback.run));
@@ -1453,7 +1524,6 @@ impl Shared {
             let keep_alive = control.callbacks_done(from_wheels + deferred_count);
             (keep_alive, control.sentinel.take())
         };
-        drop(cancelled_meanwhile);
         if let Some(Runtime {
             default_for: Some(id),
             ..
@@ -1469,6 +1539,14 @@ impl Shared {
             sentinel.wake();
         }
         drop(keep_alive);
+        // Last, and each on its own: a closure whose drop panics must not
+        // keep the sleeps above from being woken, nor the others from being
+        // dropped. It is counted, as a panicking callback is.
+        for callback in cancelled_meanwhile {
+            if catch_unwind(AssertUnwindSafe(|| drop(callback))).is_err() {
+                self.panicked.fetch_add(1, Ordering::Relaxed);
+            }
+        }
         leftovers
     }
 

@@ -257,15 +257,26 @@ impl Sleep {
     /// # }
     /// ```
     pub fn reset(self: Pin<&mut Self>, deadline: Instant) {
-        self.get_mut().reset_to(Deadline::from_instant(deadline));
+        self.get_mut()
+            .reset_to(Deadline::from_instant(deadline), false);
     }
 
-    /// [`reset`](Sleep::reset), with the deadline already converted.
+    /// [`reset`](Sleep::reset) to a deadline the caller has read the clock
+    /// and found passed: the sleep completes now, rather than at the end of
+    /// the tick the deadline rounds up to (an interval's
+    /// `reset_immediately` on a coarse timer), and a task waiting on it is
+    /// woken.
+    pub(crate) fn reset_passed(&mut self, deadline: Instant) {
+        self.reset_to(Deadline::from_instant(deadline), true);
+    }
+
+    /// [`reset`](Sleep::reset), with the deadline already converted;
+    /// `passed` as in [`reset_passed`](Sleep::reset_passed).
     #[inline(always)]
-    fn reset_to(&mut self, deadline: Deadline) {
+    fn reset_to(&mut self, deadline: Deadline, passed: bool) {
         let state = self.state.get();
         let Some(timer) = &self.timer else {
-            return self.reset_unbound(deadline);
+            return self.reset_unbound(deadline, passed);
         };
         let shared = timer.shared();
         let tick = shared.clock().tick_of(deadline);
@@ -274,7 +285,7 @@ impl Sleep {
         match state {
             State::Registered { key, waker } if self.progress(shared) != Progress::Fired => {
                 self.state.set_deadline(deadline);
-                match shared.reset(key, old, deadline, tick) {
+                match shared.reset(key, old, deadline, tick, passed) {
                     // The common case (the entry still holds the waker, or
                     // none was known) leaves the state as it was.
                     Reset::Pending { holds_waker } => {
@@ -283,7 +294,7 @@ impl Sleep {
                         }
                     }
                     Reset::Fired => self.state.set(State::Fired),
-                    Reset::Gone => self.state.set(rearmed(shared, deadline, tick)),
+                    Reset::Gone => self.state.set(rearmed(shared, deadline, tick, passed)),
                 }
             }
             // Fired since it was last polled (its entry is freed and its task
@@ -292,7 +303,7 @@ impl Sleep {
             // new deadline whether or not it is polled.
             _ => {
                 self.state.set_deadline(deadline);
-                self.state.set(rearmed(shared, deadline, tick));
+                self.state.set(rearmed(shared, deadline, tick, passed));
             }
         }
     }
@@ -303,13 +314,13 @@ impl Sleep {
     /// registered by its first poll.
     #[cold]
     #[inline(never)]
-    fn reset_unbound(&mut self, deadline: Deadline) {
+    fn reset_unbound(&mut self, deadline: Deadline, passed: bool) {
         // Registering needs the default timer, which belongs to the runtime
         // the caller is in; with none, the first poll binds it.
         match Timer::try_current() {
             Ok(timer) => {
                 self.timer = Some(timer);
-                self.reset_to(deadline);
+                self.reset_to(deadline, passed);
             }
             Err(_) => {
                 self.state.set_deadline(deadline);
@@ -363,8 +374,8 @@ impl Sleep {
 
 /// The state of a fired sleep reset to `deadline` (at `tick`): registered
 /// again, with no waker (firing took it).
-fn rearmed(shared: &Shared, deadline: Deadline, tick: u64) -> State {
-    match shared.rearm(deadline, tick) {
+fn rearmed(shared: &Shared, deadline: Deadline, tick: u64, passed: bool) -> State {
+    match shared.rearm(deadline, tick, passed) {
         Registration::Pending(key) => State::Registered { key, waker: None },
         Registration::Elapsed => State::Fired,
         // Shut down or full: the next poll registers again and panics,
