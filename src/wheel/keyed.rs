@@ -62,6 +62,45 @@ impl<T> Wheel<T> {
         self.levels.shrink_to_fit();
     }
 
+    /// Moves the entries at the top of the slab into its free slots below,
+    /// relinking their lists, and releases what is left above: capacity
+    /// comes down to `len` (as far as the allocator lets it), and the levels
+    /// as in [`shrink_to_fit`](Wheel::shrink_to_fit). Returns each moved
+    /// entry's key before the move and its index after: every key the owner
+    /// holds for one of those entries must be translated from now on.
+    ///
+    /// O(capacity): one pass over the slab and the levels' slots.
+    pub(crate) fn compact(&mut self) -> Vec<(Key, u32)> {
+        self.flush_discarded();
+        let mut moved = Vec::new();
+        self.entries.compact(|entry, from, to| {
+            let from = Key {
+                index: from as u32,
+                generation: entry.generation,
+            };
+            moved.push((from, to as u32));
+            true
+        });
+        if !moved.is_empty() {
+            // The links and list ends still name the old indices.
+            let renamed: std::collections::HashMap<u32, u32> =
+                moved.iter().map(|&(from, to)| (from.index, to)).collect();
+            let rename = |index: u32| renamed.get(&index).copied().unwrap_or(index);
+            for (_, entry) in self.entries.iter_mut() {
+                entry.prev = rename(entry.prev);
+                entry.next = rename(entry.next);
+            }
+            for level in &mut self.levels {
+                level.lists_mut().for_each(|list| list.rename(rename));
+            }
+            self.due.rename(rename);
+        }
+        self.shrink_to_fit();
+        #[cfg(test)]
+        self.assert_invariants();
+        moved
+    }
+
     /// Stores `value` to expire at `deadline`. Unlike
     /// [`try_insert`](Wheel::try_insert), a deadline at or before `elapsed`
     /// is kept too: it goes to the due list, and the next `pop_expired`
@@ -188,6 +227,50 @@ mod tests {
         assert_eq!(wheel.remove(now), Some(2));
         assert_eq!(drain(&mut wheel, 100), vec![1]);
         assert_eq!(drain(&mut wheel, 101), vec![3]);
+    }
+
+    #[test]
+    fn compact_moves_entries_down_and_keeps_every_list_in_order() {
+        let mut wheel = Wheel::new(4);
+        drain(&mut wheel, 50);
+        // Slots 0..8 in the slab: due-list entries (inserted into the past),
+        // entries of one slot, and one on a higher level.
+        let keys: Vec<Key> = [10, 20, 60, 60, 60, 30, 5000, 60]
+            .into_iter()
+            .enumerate()
+            .map(|(value, deadline)| wheel.insert(deadline, value as u64))
+            .collect();
+        for &hole in &[0, 2, 3] {
+            wheel.remove(keys[hole]);
+        }
+        let moved = wheel.compact();
+        wheel.assert_invariants();
+        // The top three filled the three holes.
+        let mut moved_indices: Vec<(u32, u32)> =
+            moved.iter().map(|&(from, to)| (from.index, to)).collect();
+        moved_indices.sort_unstable();
+        assert_eq!(moved_indices, vec![(5, 3), (6, 2), (7, 0)]);
+        assert_eq!((wheel.capacity(), wheel.len()), (5, 5));
+        for (from, _) in &moved {
+            assert_eq!(wheel.value(*from), None, "a moved entry's old key is stale");
+        }
+        let renamed = |key: Key| {
+            moved
+                .iter()
+                .find(|(from, _)| *from == key)
+                .map_or(key, |&(from, to)| Key {
+                    index: to,
+                    generation: from.generation,
+                })
+        };
+        assert_eq!(wheel.value(renamed(keys[7])), Some(&7));
+        // The due list (values 1 and 5, in the order inserted), then the slot
+        // at 60 (4 and 7), then the far one.
+        assert_eq!(drain(&mut wheel, 50), vec![1, 5]);
+        assert_eq!(drain(&mut wheel, 60), vec![4, 7]);
+        assert_eq!(wheel.reschedule(renamed(keys[6]), 70), Some(()));
+        assert_eq!(drain(&mut wheel, 70), vec![6]);
+        assert_eq!(wheel.len(), 0);
     }
 
     #[test]

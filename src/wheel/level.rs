@@ -104,6 +104,11 @@ impl Level {
         }
     }
 
+    /// Every slot's list, for renaming entries that moved.
+    pub(super) fn lists_mut(&mut self) -> impl Iterator<Item = &mut List> {
+        self.slots.iter_mut()
+    }
+
     pub(super) fn slot_mut(&mut self, slot: usize) -> &mut List {
         &mut self.slots[slot]
     }

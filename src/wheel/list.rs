@@ -102,6 +102,12 @@ impl List {
         Some(key)
     }
 
+    /// Renames the ends after entries moved in the slab (`Wheel::compact`).
+    pub(super) fn rename(&mut self, renamed: impl Fn(u32) -> u32) {
+        self.head = renamed(self.head);
+        self.tail = renamed(self.tail);
+    }
+
     /// Detaches the whole list, leaving `self` empty.
     pub(super) fn take(&mut self) -> List {
         std::mem::replace(self, List::EMPTY)

@@ -456,6 +456,9 @@ enum Op {
     /// Advances `d` ticks; fired entries are freed at once if `collect`,
     /// otherwise they stay in the slab until removed or reset.
     Advance(u64, bool),
+    /// Moves entries down the slab ([`Wheel::compact`]): the model's keys
+    /// are translated as the owner's must be, and nothing else may change.
+    Compact,
     /// Uses key `i % dead` of a removed entry: it must be stale.
     Stale(usize),
 }
@@ -479,6 +482,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (any::<usize>(), delay()).prop_map(|(i, d)| Op::Reset(i, d)),
         3 => (delay(), prop::bool::weighted(0.7)).prop_map(|(d, c)| Op::Advance(d, c)),
         1 => any::<usize>().prop_map(Op::Stale),
+        1 => Just(Op::Compact),
     ]
 }
 
@@ -600,6 +604,28 @@ fn run_model(slots: usize, trim_floor: usize, ops: &[Op]) {
                     });
                 }
                 assert_eq!(wheel.elapsed(), now);
+            }
+            Op::Compact => {
+                let moved = wheel.compact();
+                for (from, to) in moved {
+                    assert!(to < from.index, "moved {from:?} up to {to}");
+                    let renamed = Key {
+                        index: to,
+                        generation: from.generation,
+                    };
+                    let mut found = 0;
+                    for entry in live.iter_mut().filter(|e| e.key == from) {
+                        entry.key = renamed;
+                        found += 1;
+                    }
+                    assert_eq!(found, 1, "moved {from:?}, which is not live");
+                    for key in reference.values_mut().filter(|k| **k == from) {
+                        *key = renamed;
+                    }
+                    assert_eq!(wheel.value_mut(from).copied(), None, "{from:?} moved");
+                }
+                assert_eq!(wheel.allocated_entries(), wheel.len(), "compacted");
+                assert_eq!(wheel.discarded(), 0, "flushed first");
             }
             Op::Stale(i) if !dead.is_empty() => {
                 let key = dead[i % dead.len()];

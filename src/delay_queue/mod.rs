@@ -41,6 +41,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+mod moved;
+
+use moved::Moved;
+
 use crate::driver::Clock;
 use crate::wheel::{Key as EntryKey, Wheel};
 use crate::{Sleep, Timer};
@@ -82,7 +86,9 @@ const NEVER: u64 = u64::MAX;
 /// [`deadline`] panic with a message saying the key is stale. Keys carry a
 /// 32-bit generation, counted over the whole queue, so a stale key could
 /// only alias a new entry in its slot if that entry's insert came exactly a
-/// multiple of 2^32 - 1 inserts after its own.
+/// multiple of 2^32 - 1 inserts after its own. A key stays the same for
+/// its entry's whole life, [`compact`](DelayQueue::compact) or not, so it
+/// can be kept in a map.
 ///
 /// # An empty queue
 ///
@@ -132,6 +138,9 @@ pub struct DelayQueue<T> {
     /// The waker of the last `poll_expired`, woken by the calls listed in
     /// the module notes.
     waker: Option<Waker>,
+    /// Where [`compact`](DelayQueue::compact) moved entries to: every key
+    /// handed out goes through it (see `moved.rs`).
+    moved: Moved,
 }
 
 /// One entry's value and the deadline it was given (before rounding).
@@ -192,6 +201,7 @@ impl<T> DelayQueue<T> {
             sleep: None,
             armed: NEVER,
             waker: None,
+            moved: Moved::default(),
         }
     }
 
@@ -221,6 +231,7 @@ impl<T> DelayQueue<T> {
             sleep: None,
             armed: NEVER,
             waker: None,
+            moved: Moved::default(),
         }
     }
 
@@ -347,10 +358,11 @@ impl<T> DelayQueue<T> {
     #[track_caller]
     fn reset_due(&mut self, key: &Key, deadline: Instant, now: Instant) {
         let tick = self.due_tick(deadline, now);
-        if self.wheel.reschedule(key.0, tick).is_none() {
+        let inside = self.moved.inside(key.0);
+        if self.wheel.reschedule(inside, tick).is_none() {
             stale_key("reset");
         }
-        if let Some(item) = self.wheel.value_mut(key.0) {
+        if let Some(item) = self.wheel.value_mut(inside) {
             item.deadline = deadline;
         }
         self.wake_if_before(tick);
@@ -406,7 +418,9 @@ impl<T> DelayQueue<T> {
     /// # }
     /// ```
     pub fn try_remove(&mut self, key: &Key) -> Option<Expired<T>> {
-        let item = self.wheel.remove(key.0)?;
+        let inside = self.moved.inside(key.0);
+        let item = self.wheel.remove(inside)?;
+        self.moved.leave(inside);
         if self.wheel.len() == 0 {
             self.disarm();
             self.wake();
@@ -439,7 +453,7 @@ impl<T> DelayQueue<T> {
     /// ```
     #[track_caller]
     pub fn deadline(&self, key: &Key) -> Instant {
-        match self.wheel.value(key.0) {
+        match self.wheel.value(self.moved.inside(key.0)) {
             Some(item) => item.deadline,
             None => stale_key("deadline"),
         }
@@ -463,7 +477,7 @@ impl<T> DelayQueue<T> {
     /// # }
     /// ```
     pub fn peek(&self) -> Option<Key> {
-        self.wheel.peek().map(Key)
+        self.wheel.peek().map(|key| Key(self.moved.outside(key)))
     }
 
     /// Entries in the queue, due or not.
@@ -519,10 +533,11 @@ impl<T> DelayQueue<T> {
         self.wheel.reserve(additional);
     }
 
-    /// Releases memory the queue no longer needs. Entries never move, so
-    /// capacity below the highest slot still in use stays; keys stay valid.
-    /// The queue never does this by itself: capacity it has grown to, or
-    /// been given with [`with_capacity`](DelayQueue::with_capacity) or
+    /// Releases memory the queue no longer needs, without moving an entry:
+    /// capacity below the highest slot still in use stays (see
+    /// [`compact`](DelayQueue::compact), which moves entries to release
+    /// it). The queue never does this by itself: capacity it has grown to,
+    /// or been given with [`with_capacity`](DelayQueue::with_capacity) or
     /// [`reserve`](DelayQueue::reserve), stays until this is called.
     ///
     /// # Examples
@@ -541,26 +556,35 @@ impl<T> DelayQueue<T> {
         self.wheel.shrink_to_fit();
     }
 
-    /// The same as [`shrink_to_fit`](DelayQueue::shrink_to_fit), under
-    /// tokio-util's name, but not tokio-util's `compact`: that one moves
-    /// entries (keeping a map from the keys it handed out to where their
-    /// entries went) so that capacity comes down to `len`. Here entries never
-    /// move, so the highest slot still in use holds capacity up: after a
-    /// burst of 10,000 entries, one survivor from the top of it keeps room
-    /// for 10,000 until it expires or is removed.
+    /// Shrinks capacity to the number of entries, as tokio-util's `compact`
+    /// does: entries above free slots move into them, so one entry left from
+    /// the top of a burst does not hold the burst's room. Every key handed
+    /// out stays valid: the queue notes where each moved entry went, and
+    /// looks its key up there until the entry leaves (a hash lookup per
+    /// operation on any key while moved entries remain; none otherwise).
+    /// O(capacity).
     ///
     /// # Examples
     ///
     /// ```
+    /// use std::time::Duration;
+    ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
-    /// let mut queue: wheel::DelayQueue<()> = wheel::DelayQueue::with_capacity(10_000);
+    /// let mut queue = wheel::DelayQueue::with_capacity(10);
+    /// let _one = queue.insert(1, Duration::from_secs(1));
+    /// let two = queue.insert(2, Duration::from_secs(2));
+    /// let three = queue.insert(3, Duration::from_secs(3));
+    /// queue.remove(&two);
     /// queue.compact();
-    /// assert!(queue.capacity() < 10_000);
+    /// assert_eq!(queue.capacity(), 2);
+    /// assert_eq!(queue.deadline(&three), wheel::Instant::now() + Duration::from_secs(3));
+    /// assert_eq!(queue.remove(&three).into_inner(), 3);
     /// # }
     /// ```
     pub fn compact(&mut self) {
-        self.shrink_to_fit();
+        let moves = self.wheel.compact();
+        self.moved.record(moves);
     }
 
     /// Drops every entry; every key handed out so far becomes stale. A task
@@ -582,6 +606,7 @@ impl<T> DelayQueue<T> {
     pub fn clear(&mut self) {
         let had_entries = !self.is_empty();
         self.wheel.clear();
+        self.moved.clear();
         self.disarm();
         if had_entries {
             self.wake();
@@ -634,6 +659,7 @@ impl<T> DelayQueue<T> {
             bound,
             sleep,
             armed,
+            moved,
             ..
         } = self;
         let Some(Bound { timer, clock }) = bound else {
@@ -651,7 +677,7 @@ impl<T> DelayQueue<T> {
                 return Poll::Ready(Some(Expired {
                     value: item.value,
                     deadline: item.deadline,
-                    key: Key(key),
+                    key: Key(moved.leave(key)),
                 }));
             }
             let next = wheel
