@@ -3,7 +3,9 @@
 //!
 //! Every workload is one function generic over [`side::Side`], so both
 //! timers run exactly the same code. Each measurement builds a fresh runtime,
-//! warms up, and times with `std::time::Instant` (the real clock; tokio's
+//! warms up (except `fire_200k`, which measures a cold start on both sides,
+//! the wheel building its timer inside the timed region), and times with
+//! `std::time::Instant` (the real clock; tokio's
 //! paused clock would make the timers do no work). The two sides alternate
 //! run by run and each figure is the median of its runs.
 //!

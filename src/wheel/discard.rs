@@ -70,19 +70,29 @@ impl<T: Default> Wheel<T> {
             self.discarded.push(key.index);
             value
         };
-        // Flushed when the batch is full, and when nothing else is left:
-        // an empty wheel gives its slab back (see `memory.rs`), which these
-        // entries, likely at its top, would otherwise hold until a driver
-        // pass that may be decades away.
-        let left = self.discarded.len();
-        if left >= BATCH || (left > 0 && left == self.entries.len()) {
+        // Flushed when the batch is full, and when nothing else is left.
+        if self.discarded.len() >= BATCH {
             self.flush_discarded();
+        } else {
+            self.flush_if_only_discarded();
         }
         Some(value)
     }
 }
 
 impl<T> Wheel<T> {
+    /// Flushes when the discarded entries are all that is left, after any
+    /// removal: an empty wheel gives its slab back (see `memory.rs`), which
+    /// these entries, likely at its top, would otherwise hold until a
+    /// driver pass that may be decades away.
+    #[inline(always)]
+    pub(super) fn flush_if_only_discarded(&mut self) {
+        let left = self.discarded.len();
+        if left > 0 && left == self.entries.len() {
+            self.flush_discarded();
+        }
+    }
+
     /// How many insertions ago `generation` was handed out (modulo the
     /// wheel's generations): 1 for the latest.
     #[inline(always)]
@@ -169,6 +179,32 @@ mod tests {
         assert_eq!((wheel.len(), wheel.discarded()), (0, 0));
         assert_eq!(wheel.value_mut(a), None);
         assert_eq!(wheel.value_mut(c), None);
+    }
+
+    #[test]
+    fn an_entry_emptying_the_wheel_by_remove_flushes_the_batch_and_frees_the_slab() {
+        // Found by review: only a discard that left nothing else flushed, so
+        // a last entry removed (a sleep reset into the past) left a batch,
+        // and with it the burst's slab, until the next driver pass.
+        let mut wheel: Wheel<u64> = Wheel::new(64);
+        let n = 3 * TRIM_FLOOR as u64;
+        let keys: Vec<Key> = (0..n)
+            .map(|i| wheel.try_insert(1_000_000, i).unwrap())
+            .collect();
+        let (last, rest) = keys.split_last().unwrap();
+        for &key in rest {
+            assert!(wheel.discard(key).is_some());
+        }
+        assert!(wheel.discarded() > 0, "a partial batch waits");
+        assert_eq!(wheel.remove(*last), Some(n - 1));
+        assert_eq!(
+            (wheel.len(), wheel.discarded()),
+            (0, 0),
+            "discarded entries still held (capacity {})",
+            wheel.allocated_entries()
+        );
+        assert!(wheel.allocated_entries() <= TRIM_FLOOR);
+        wheel.assert_invariants();
     }
 
     #[test]

@@ -208,7 +208,11 @@ impl<T> Wheel<T> {
     pub fn remove(&mut self, key: Key) -> Option<T> {
         let entry = self.entry(key)?;
         let (place, prev, next) = (entry.place, entry.prev, entry.next);
-        Some(self.take_out(key.index, place, prev, next))
+        let value = self.take_out(key.index, place, prev, next);
+        // The last live entry leaving this way (a sleep reset into the past)
+        // must not leave a batch of discarded ones holding the slab.
+        self.flush_if_only_discarded();
+        Some(value)
     }
 
     /// Unlinks entry `index`, whose place and links the caller has read,
