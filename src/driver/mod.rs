@@ -67,8 +67,8 @@
 //! tick. Shutdown hands back those still deferred. That task's `notify`
 //! may find another inline pass running and leave the work to it; the
 //! inline runner, seeing the `CALLBACKS_ASKED` bit such a `notify` sets
-//! (see below), spawns another rather than run them itself. A manual timer's inline
-//! pass runs them: it has no runtime to hand them to, and it can only find
+//! (see below), spawns another rather than run them itself. A manual
+//! timer's inline pass runs them: it has no runtime to hand them to, and it can only find
 //! one due while an `advance` on another thread has moved the clock and not
 //! yet processed it, the one case in which a callback runs on a thread
 //! registering a sleep, at the moment the `advance` would have run it.
@@ -83,8 +83,8 @@
 //! `CALLBACKS_ASKED` (a caller that may run callbacks, unlike an inline
 //! pass, was among them). A caller sets them; if `RUNNING` was already set
 //! it returns, and the runner, whose final `compare_exchange(RUNNING, 0)`
-//! then fails, goes round again. AcqRel on both sides makes every registration that set `NOTIFIED`
-//! visible to the runner's next pass (and the wheel itself is read under the
+//! then fails, goes round again. AcqRel on both sides makes every
+//! registration that set `NOTIFIED` visible to the runner's next pass (and the wheel itself is read under the
 //! mutex anyway). `advance_to` must not return before its time has been
 //! processed, so after notifying it waits for `RUNNING` to clear, unless the
 //! runner is its own thread (a callback advancing the clock), which goes
@@ -724,9 +724,10 @@ impl Shared {
     }
 
     /// [`register`](Shared::register); with `count_elapsed`, an `Elapsed`
-    /// deadline counts as fired, and `passed` makes it `Elapsed`. One the runner fires while this has
-    /// released the lock to notify it counts as fired either way, since
-    /// the runner counted it: `Stats::fired` never goes down.
+    /// deadline counts as fired, and `passed` makes it `Elapsed`. An entry
+    /// the runner fires while this has released the lock to notify it is
+    /// counted here, by the same rule, not by the runner (see the
+    /// registering waker below), so `Stats::fired` never has to go down.
     fn register_counting(
         &self,
         deadline: Deadline,
@@ -1061,8 +1062,9 @@ impl Shared {
     /// Cancels a pending callback; `true` if that stopped it from running.
     ///
     /// A `PENDING` callback is in the wheel, or in a runner's batch (or
-    /// deferred): taken out (no longer pending) but not yet claimed to run. Under the shard's lock, which the runner takes out entries
-    /// under, the two cannot change places. Winning the phase stops it
+    /// deferred): taken out (no longer pending) but not yet claimed to run.
+    /// Under the shard's lock, which the runner takes out entries under,
+    /// the two cannot change places. Winning the phase stops it
     /// either way; only one still in the wheel is freed and uncounted here,
     /// since the runner has already uncounted one it took.
     pub(crate) fn cancel_callback(&self, key: Key, state: &CallbackState) -> bool {
