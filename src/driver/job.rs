@@ -26,9 +26,44 @@ pub(crate) enum Job {
 const _: () = assert!(std::mem::size_of::<Job>() == 2 * std::mem::size_of::<usize>());
 
 impl Job {
-    /// A `Sleep`'s job, with the waker of the task polling it, if any yet.
-    pub(crate) fn wake(waker: Option<&Waker>) -> Job {
-        Job::Wake(waker.map_or_else(no_waker, Waker::clone))
+    /// A `Sleep`'s job, with a clone of the waker of the task polling it, if
+    /// any yet, and the identity of that clone (see [`WakerId`]).
+    pub(crate) fn wake(waker: Option<&Waker>) -> (Job, Option<WakerId>) {
+        match waker {
+            Some(waker) => {
+                let held = waker.clone();
+                let id = WakerId::of(&held);
+                (Job::Wake(held), Some(id))
+            }
+            None => (Job::Wake(no_waker()), None),
+        }
+    }
+}
+
+/// What [`Waker::will_wake`] compares, the data and vtable pointers, of the
+/// waker a `Sleep`'s entry holds: kept by the `Sleep` as addresses (so that
+/// it stays `Send` and `Sync`) to repoll without the lock.
+///
+/// Always the identity of the waker *in the entry*, never of the caller's:
+/// `RawWakerVTable::clone` may return a waker with another data pointer (a
+/// clone that boxes), and the caller's waker may be freed and its address
+/// reused by another task's. The entry's clone stays alive, and its address
+/// taken, until the `Sleep` replaces it (and records the new one), cancels
+/// it, or the driver fires it (after publishing its tick, which sends the
+/// `Sleep` to the locked path), so a waker matching this identity wakes the
+/// task the entry would wake.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WakerId {
+    pub(crate) data: usize,
+    pub(crate) vtable: usize,
+}
+
+impl WakerId {
+    pub(crate) fn of(waker: &Waker) -> WakerId {
+        WakerId {
+            data: waker.data() as usize,
+            vtable: std::ptr::from_ref::<std::task::RawWakerVTable>(waker.vtable()) as usize,
+        }
     }
 }
 

@@ -232,9 +232,10 @@ pub(crate) use clock::{Clock, Deadline};
 /// "Polling without the lock"), and then checked ([`Shared::owns`]), so a
 /// generation come round does not make it name a newer entry.
 pub(crate) const KEY_GENERATION_BITS: u32 = 128 - Deadline::BITS - 32;
+pub(crate) use job::WakerId;
 use job::{
-    held_waker, is_no_waker, is_registering, no_waker, registering_waker, Batch, Callback,
-    CallbackState, Fire, Job, RunOrder,
+    held_waker, is_no_waker, is_registering, registering_waker, Batch, Callback, CallbackState,
+    Fire, Job, RunOrder,
 };
 pub(crate) use sentinel::Sentinel;
 
@@ -471,11 +472,23 @@ impl Inner {
 /// What registering a deadline led to.
 #[derive(Debug)]
 pub(crate) enum Registration {
-    /// In the wheel, under this key.
-    Pending(Key),
+    /// In the wheel, under this key, its entry holding a clone of the
+    /// registering waker with this identity (`None`: no waker was given).
+    Pending(Key, Option<WakerId>),
     /// The deadline's tick has already been processed: complete now.
     Elapsed,
     /// The timer refused it.
+    Refused(Error),
+}
+
+/// What [`Shared::poll_entry`] found.
+#[derive(Debug)]
+pub(crate) enum Polled {
+    /// Still pending; the entry holds the waker with this identity.
+    Pending(WakerId),
+    /// Fired (or due by the clock on a timer shut down): complete.
+    Ready,
+    /// Not due, on a timer that has shut down: it can never complete.
     Refused(Error),
 }
 
@@ -756,8 +769,9 @@ impl Shared {
             };
         }
         if !inner.pull_in(tick) {
-            let local = inner.wheel.insert(tick, Job::wake(waker));
-            return Registration::Pending(self.key(home, local));
+            let (job, held) = Job::wake(waker);
+            let local = inner.wheel.insert(tick, job);
+            return Registration::Pending(self.key(home, local), held);
         }
         // The new earliest deadline: notify the runner, which reads the
         // clock and fires the entry if the deadline has passed. The waker is
@@ -783,7 +797,7 @@ impl Shared {
             if let Some(waker) = waker {
                 waker.wake_by_ref();
             }
-            return Registration::Pending(self.key(home, local));
+            return Registration::Pending(self.key(home, local), None);
         }
         // The runner may have fired (uncounted) and freed the entry
         // meanwhile, and a callback refilled its slot: see `owns`.
@@ -791,10 +805,14 @@ impl Shared {
             inner.fired += u64::from(count_elapsed);
             return Registration::Elapsed;
         }
-        match inner.wheel.value_mut(local) {
+        let held = match inner.wheel.value_mut(local) {
             Some(Job::Wake(slot)) => {
                 // The marker's drop is a count decrement: never the last.
-                *slot = waker.map_or_else(no_waker, Waker::clone);
+                let (Job::Wake(waker), held) = Job::wake(waker) else {
+                    unreachable!("a sleep's job wakes")
+                };
+                *slot = waker;
+                held
             }
             // Fired (uncounted) and freed by the runner: completed, to the
             // caller, for whom it never was pending.
@@ -803,26 +821,22 @@ impl Shared {
                 return Registration::Elapsed;
             }
             Some(Job::Call(_)) => unreachable!("a Sleep's key names a callback"),
-        }
-        Registration::Pending(self.key(home, local))
+        };
+        Registration::Pending(self.key(home, local), held)
     }
 
     /// Checks a `Sleep`'s entry: `Ready` once it has fired (the driver has
-    /// freed it), otherwise stores `waker` if it differs from the one held.
+    /// freed it), otherwise stores a clone of `waker` unless the one held
+    /// already `will_wake` it, and says which one the entry holds now.
     ///
     /// `deadline` is the sleep's, for [`owns`](Shared::owns) and after
     /// shutdown.
-    pub(crate) fn poll_entry(
-        &self,
-        key: Key,
-        deadline: Deadline,
-        waker: &Waker,
-    ) -> Poll<Result<(), Error>> {
+    pub(crate) fn poll_entry(&self, key: Key, deadline: Deadline, waker: &Waker) -> Polled {
         let (shard, key) = self.locate(key);
         let mut inner = shard.lock();
         let shut_down = inner.shut_down;
         if !self.owns(&inner, key, deadline) {
-            return Poll::Ready(Ok(()));
+            return Polled::Ready;
         }
         match inner.wheel.value_mut(key) {
             Some(_) if shut_down => {
@@ -830,24 +844,25 @@ impl Shared {
                 // (the shutdown came first): it completes, as a sleep made
                 // now with that deadline would, exactly (not by ticks).
                 if !deadline.reached_by(self.now()) {
-                    return Poll::Ready(Err(Error::shut_down()));
+                    return Polled::Refused(Error::shut_down());
                 }
                 let job = inner.wheel.remove(key);
                 inner.fired += 1;
                 drop(inner);
                 drop(job);
-                Poll::Ready(Ok(()))
+                Polled::Ready
             }
             Some(Job::Wake(slot)) => {
                 let old = (!slot.will_wake(waker)).then(|| std::mem::replace(slot, waker.clone()));
+                let held = WakerId::of(slot);
                 drop(inner);
                 drop(old);
-                Poll::Pending
+                Polled::Pending(held)
             }
             Some(Job::Call(_)) => unreachable!("a Sleep's key names a callback"),
             // Only the driver (firing it) and the owning `Sleep` free the
             // entry, and shutdown leaves it in place: gone means fired.
-            None => Poll::Ready(Ok(())),
+            None => Polled::Ready,
         }
     }
 
@@ -1641,7 +1656,7 @@ mod tests {
         let tick = shared.clock().tick_of(deadline);
         let keys: Vec<_> = (0..2)
             .map(|_| match shared.register(deadline, tick, None) {
-                Registration::Pending(key) => key,
+                Registration::Pending(key, _) => key,
                 other => panic!("refused below capacity: {other:?}"),
             })
             .collect();
@@ -1659,7 +1674,7 @@ mod tests {
         shared.cancel(keys[0], deadline);
         assert!(matches!(
             shared.register(deadline, tick, None),
-            Registration::Pending(_)
+            Registration::Pending(..)
         ));
     }
 
@@ -1690,7 +1705,7 @@ mod tests {
             shared.clock().tick_of(deadline),
             None,
         ) {
-            Registration::Pending(key) => key,
+            Registration::Pending(key, _) => key,
             other => panic!("not registered: {other:?}"),
         };
         let fired = register(at(10));
@@ -1707,9 +1722,8 @@ mod tests {
             })
             .expect("the slot and its generation came round");
         let noop = Waker::noop();
-        assert_eq!(
-            shared.poll_entry(fired, at(10), noop),
-            Poll::Ready(Ok(())),
+        assert!(
+            matches!(shared.poll_entry(fired, at(10), noop), Polled::Ready),
             "a fired sleep took the newer entry for its own"
         );
         assert!(shared.has_fired(fired, at(10)));

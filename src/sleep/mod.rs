@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::driver::{Deadline, Progress, Registration, Reset, Shared};
+use crate::driver::{Deadline, Polled, Progress, Registration, Reset, Shared, WakerId};
 use crate::error::{BuildError, Error};
 use crate::Timer;
-use state::{Packed, State, WakerId};
+use state::{Packed, State};
 
 /// Waits until `duration` has elapsed, on the current runtime's default timer.
 ///
@@ -167,7 +167,7 @@ impl Sleep {
             state: Packed::idle(deadline),
         };
         sleep.state.set(match registration {
-            Registration::Pending(key) => State::Registered { key, waker: None },
+            Registration::Pending(key, waker) => State::Registered { key, waker },
             Registration::Elapsed => State::Elapsed,
             Registration::Refused(error) => return Err(error),
         });
@@ -376,7 +376,7 @@ impl Sleep {
 /// again, with no waker (firing took it).
 fn rearmed(shared: &Shared, deadline: Deadline, tick: u64, passed: bool) -> State {
     match shared.rearm(deadline, tick, passed) {
-        Registration::Pending(key) => State::Registered { key, waker: None },
+        Registration::Pending(key, waker) => State::Registered { key, waker },
         Registration::Elapsed => State::Fired,
         // Shut down or full: the next poll registers again and panics,
         // saying which.
@@ -450,18 +450,18 @@ impl Sleep {
                     _ => {}
                 }
                 match shared.poll_entry(key, self.state.deadline(), cx.waker()) {
-                    Poll::Pending => {
+                    Polled::Pending(held) => {
                         self.state.set(State::Registered {
                             key,
-                            waker: Some(id),
+                            waker: Some(held),
                         });
                         Poll::Pending
                     }
-                    Poll::Ready(Ok(())) => {
+                    Polled::Ready => {
                         self.state.set(State::Elapsed);
                         Poll::Ready(())
                     }
-                    Poll::Ready(Err(error)) => refused(error),
+                    Polled::Refused(error) => refused(error),
                 }
             }
             State::Idle => {
@@ -480,11 +480,8 @@ impl Sleep {
                 let shared = self.timer.as_ref().expect("bound above").shared();
                 let tick = shared.clock().tick_of(deadline);
                 match shared.register(deadline, tick, Some(cx.waker())) {
-                    Registration::Pending(key) => {
-                        self.state.set(State::Registered {
-                            key,
-                            waker: Some(WakerId::of(cx.waker())),
-                        });
+                    Registration::Pending(key, held) => {
+                        self.state.set(State::Registered { key, waker: held });
                         Poll::Pending
                     }
                     Registration::Elapsed => {

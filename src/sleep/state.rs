@@ -15,9 +15,9 @@
 //! never a vtable, and [`Packed`] uses them for the other states and for
 //! "registered, waker unknown". Plain integers, no `unsafe`.
 
-use std::task::{RawWakerVTable, Waker};
+use std::task::RawWakerVTable;
 
-use crate::driver::{Deadline, KEY_GENERATION_BITS};
+use crate::driver::{Deadline, WakerId, KEY_GENERATION_BITS};
 use crate::wheel::Key;
 
 /// A `Sleep`'s state, decoded from [`Packed`].
@@ -26,7 +26,7 @@ pub(super) enum State {
     /// Not in the wheel: not yet polled, or reset after completing.
     Idle,
     /// In the wheel under `key`, due at its deadline's tick. `waker` is the identity of
-    /// the waker the entry holds, if this sleep knows it: a poll with the
+    /// the waker the entry holds (its clone of the task's, not the task's own), if this sleep knows it: a poll with the
     /// same waker before the timer has reached `tick` needs no lock (see the
     /// driver's "Polling without the lock").
     Registered { key: Key, waker: Option<WakerId> },
@@ -38,28 +38,9 @@ pub(super) enum State {
     Elapsed,
 }
 
-/// What [`Waker::will_wake`] compares: the data and vtable pointers, kept
-/// as addresses so that `Sleep` stays `Send` and `Sync`. Sound to compare
-/// while the entry holds the waker: that waker keeps its data alive, so the
-/// address cannot be reused by another.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct WakerId {
-    data: usize,
-    vtable: usize,
-}
-
-impl WakerId {
-    /// A state code in place of a waker.
-    const fn code(vtable: usize) -> WakerId {
-        WakerId { data: 0, vtable }
-    }
-
-    pub(super) fn of(waker: &Waker) -> WakerId {
-        WakerId {
-            data: waker.data() as usize,
-            vtable: std::ptr::from_ref::<RawWakerVTable>(waker.vtable()) as usize,
-        }
-    }
+/// A state code in place of a waker's identity.
+const fn code(vtable: usize) -> WakerId {
+    WakerId { data: 0, vtable }
 }
 
 // Codes in `Packed::vtable` that no vtable address can take.
@@ -148,12 +129,10 @@ impl Packed {
     #[inline]
     pub(super) fn set(&mut self, state: State) {
         let (key, WakerId { data, vtable }) = match state {
-            State::Idle => (None, WakerId::code(IDLE)),
-            State::Fired => (None, WakerId::code(FIRED)),
-            State::Elapsed => (None, WakerId::code(ELAPSED)),
-            State::Registered { key, waker } => {
-                (Some(key), waker.unwrap_or(WakerId::code(NO_WAKER)))
-            }
+            State::Idle => (None, code(IDLE)),
+            State::Fired => (None, code(FIRED)),
+            State::Elapsed => (None, code(ELAPSED)),
+            State::Registered { key, waker } => (Some(key), waker.unwrap_or(code(NO_WAKER))),
         };
         let key = key.map_or(0, |key| {
             debug_assert!(
