@@ -1,9 +1,12 @@
 //! A tour of `wheel`: sleep, timeout and interval on the default timer, an
-//! explicit timer with its own tick, and the stats each keeps.
+//! explicit timer with its own tick, and the stats each keeps; then a rough
+//! measure of why one would switch.
 //!
 //! Run it with `cargo run --release --example tour`. It uses real time and
-//! takes about a second.
+//! takes about two seconds.
 
+use std::future::Future;
+use std::pin::pin;
 use std::time::Duration;
 
 use wheel::{Instant, MissedTickBehavior, Timer};
@@ -108,11 +111,65 @@ async fn main() {
     let after = futures::poll!(test_sleep.as_mut()).is_ready();
     println!("manual:   an hour-long sleep pending before advance: {before}; ready after: {after}");
 
-    println!("\nstats, default timer:  {:?}", Timer::current().stats());
-    println!("stats, explicit timer: {:?}", coarse.stats());
+    println!("\nstats, default timer:  {}", Timer::current().stats());
+    println!("stats, explicit timer: {}", coarse.stats());
+
+    // 7. Why switch: a server makes a timeout per request and cancels it
+    // almost always. Both workers at it, as on a busy server.
+    let n = 100_000;
+    let (tokio_ns, wheel_ns) = request_timeouts(n).await;
+    println!(
+        "\nwhy:      {n} request timeouts made and cancelled on 2 busy workers: \
+         tokio::time {tokio_ns:.0} ns each, wheel {wheel_ns:.0} ns each ({:.2}x).\n          \
+         A rough figure from this run; `cargo bench --bench compare` measures properly \
+         (benches/README.md).",
+        wheel_ns / tokio_ns
+    );
     println!(
         "\nMore: cargo run --release --example idle_reaper (a TCP server reaping idle clients \
          with wheel::DelayQueue), cargo run --release --example callbacks (Netty-style retries \
          with backoff and cancellation), cargo test (the guarantees), and the README."
     );
+}
+
+/// Wall-clock ns per timeout for `tokio::time::timeout` and `wheel::timeout`
+/// (30 s, on a request that is still pending when first polled, then
+/// dropped: registered and cancelled), `n` of each spread over two tasks.
+/// Each side runs twice, alternating, after a warm-up; the best run counts.
+async fn request_timeouts(n: usize) -> (f64, f64) {
+    fn tokio_side() -> impl Future<Output = Result<(), tokio::time::error::Elapsed>> {
+        tokio::time::timeout(Duration::from_secs(30), std::future::pending())
+    }
+    fn wheel_side() -> impl Future<Output = Result<(), wheel::error::Elapsed>> {
+        wheel::timeout(Duration::from_secs(30), std::future::pending())
+    }
+    let (mut tokio_best, mut wheel_best) = (f64::MAX, f64::MAX);
+    churn_timeouts(n / 10, tokio_side).await;
+    churn_timeouts(n / 10, wheel_side).await;
+    for _ in 0..2 {
+        tokio_best = tokio_best.min(churn_timeouts(n, tokio_side).await);
+        wheel_best = wheel_best.min(churn_timeouts(n, wheel_side).await);
+    }
+    (tokio_best, wheel_best)
+}
+
+/// Makes `n` timeouts with `make` on two tasks, polls each once and drops
+/// it; wall-clock ns per timeout. `unconstrained`, or tokio's cooperative
+/// budget would stop its timeouts from registering after 128 polls.
+async fn churn_timeouts<F: Future + Send + 'static>(n: usize, make: fn() -> F) -> f64 {
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..2)
+        .map(|_| {
+            tokio::spawn(tokio::task::unconstrained(async move {
+                for _ in 0..n / 2 {
+                    let timeout = pin!(make());
+                    assert!(futures::poll!(timeout).is_pending());
+                }
+            }))
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("a churning task panicked");
+    }
+    start.elapsed().as_nanos() as f64 / n as f64
 }

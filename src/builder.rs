@@ -1,6 +1,8 @@
 //! [`Builder`]: configures and builds a [`Timer`].
 
+use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Once;
 use std::time::Duration;
 
 use tokio::runtime::Handle;
@@ -297,10 +299,8 @@ impl Builder {
             (2 * workers).next_power_of_two().min(MAX_SHARDS)
         };
         // Tokio panics (inside `sleep_until`) if the runtime has no timers.
-        let shared = catch_unwind(AssertUnwindSafe(|| {
-            Shared::new(handle.clone(), geometry(shards), default_for)
-        }))
-        .map_err(|_| BuildError::timers_disabled())?;
+        let shared = catch_quietly(|| Shared::new(handle.clone(), geometry(shards), default_for))
+            .map_err(|_| BuildError::timers_disabled())?;
         handle.spawn(Sentinel::new(Arc::downgrade(&shared)));
         // A runtime that has shut down drops the sentinel on the spot,
         // which shuts the timer down: a timer that could never fire.
@@ -309,4 +309,34 @@ impl Builder {
         }
         Ok(Timer::from_shared(shared))
     }
+}
+
+/// Runs `f`, catching a panic without the panic hook printing it.
+///
+/// Tokio offers no way to ask whether a runtime has timers: making a tokio
+/// timer on one without them panics. `build` turns that panic into
+/// [`BuildError::is_timers_disabled`](crate::error::BuildError), and a
+/// function that returns `Err` should not also print a panic message and a
+/// backtrace. So the first call wraps the process's panic hook, once, in one
+/// that stays silent on a thread while it is inside this function and
+/// otherwise calls the hook it wrapped: every other panic is reported as
+/// before. (A hook installed later replaces the wrapper, and the message
+/// then shows again; nothing else changes.)
+fn catch_quietly<R>(f: impl FnOnce() -> R) -> std::thread::Result<R> {
+    static WRAP_HOOK: Once = Once::new();
+    std::thread_local! {
+        static QUIET: Cell<bool> = const { Cell::new(false) };
+    }
+    WRAP_HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !QUIET.try_with(Cell::get).unwrap_or(false) {
+                previous(info);
+            }
+        }));
+    });
+    let was = QUIET.try_with(|quiet| quiet.replace(true)).unwrap_or(false);
+    let caught = catch_unwind(AssertUnwindSafe(f));
+    let _ = QUIET.try_with(|quiet| quiet.set(was));
+    caught
 }

@@ -69,3 +69,42 @@ pub struct Stats {
     /// keeps its levels: a few KiB at most with 64 slots per level.
     pub level_bytes: usize,
 }
+
+/// One line a person can read: what is pending, what happened, and the
+/// wheel's memory.
+///
+/// # Examples
+///
+/// ```
+/// let timer = wheel::Timer::builder().manual().build().unwrap();
+/// let _sleep = timer.try_sleep(std::time::Duration::from_secs(1)).unwrap();
+/// timer.schedule(std::time::Duration::from_secs(2), || {});
+/// let shown = timer.stats().to_string();
+/// assert!(
+///     shown.starts_with("2 pending (1 callback), 0 fired, 0 cancelled, 0 panicked; wheel: 2 entries"),
+///     "{shown}"
+/// );
+/// ```
+impl std::fmt::Display for Stats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let plural =
+            |n: usize, one: &'static str, many: &'static str| if n == 1 { one } else { many };
+        write!(
+            f,
+            "{} pending ({} {}), {} fired, {} cancelled, {} panicked; \
+             wheel: {} {} in use, room for {}, {} {} ({} bytes of slots)",
+            self.pending,
+            self.callbacks,
+            plural(self.callbacks, "callback", "callbacks"),
+            self.fired,
+            self.cancelled,
+            self.panicked,
+            self.entries,
+            plural(self.entries, "entry", "entries"),
+            self.allocated_entries,
+            self.levels,
+            plural(self.levels, "level", "levels"),
+            self.level_bytes,
+        )
+    }
+}

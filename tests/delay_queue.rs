@@ -339,7 +339,10 @@ async fn deadline_with_a_stale_key_panics() {
 }
 
 #[test]
-#[should_panic(expected = "a DelayQueue needs a timer")]
+#[should_panic(
+    expected = "there is no runtime here: use the queue inside a runtime, \
+                           or make it with DelayQueue::with_timer"
+)]
 fn a_queue_outside_a_runtime_is_empty_but_cannot_insert() {
     let mut queue = DelayQueue::new();
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());

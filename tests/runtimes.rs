@@ -1061,6 +1061,46 @@ fn a_runtime_timers_clock_is_its_runtimes_from_any_context() {
     assert_eq!(sleep.deadline(), deadline);
 }
 
+/// Building a timer on a runtime without timers returns an error, and says
+/// nothing on stderr: tokio's panic, which is how the build finds out, is
+/// caught without its message and backtrace. Other panics are still
+/// reported. Run in a child process, whose stderr the test can read.
+#[test]
+fn a_build_that_returns_timers_disabled_prints_nothing() {
+    const CHILD: &str = "WHEEL_QUIET_BUILD_CHILD";
+    if std::env::var_os(CHILD).is_none() {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "a_build_that_returns_timers_disabled_prints_nothing",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD, "1")
+            .env("RUST_BACKTRACE", "1")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "child failed: {stderr}");
+        assert!(!stderr.contains("timers are disabled"), "{stderr}");
+        assert!(
+            stderr.contains("a panic after the build is still reported"),
+            "{stderr}"
+        );
+        return;
+    }
+    let no_time = RtBuilder::new_current_thread().build().unwrap();
+    for _ in 0..2 {
+        let err = Timer::builder()
+            .runtime(no_time.handle().clone())
+            .build()
+            .unwrap_err();
+        assert!(err.is_timers_disabled(), "{err}");
+    }
+    let reported = std::thread::spawn(|| panic!("a panic after the build is still reported"));
+    assert!(reported.join().is_err());
+}
+
 /// What the README says of a timer built off tokio's millisecond grid (here
 /// 300 µs into a paused runtime): a sleep due on tokio's grid wakes at most
 /// 1 ms after tokio's own, never before.

@@ -373,3 +373,32 @@ async fn a_reset_registers_so_is_elapsed_matches_tokio_without_a_poll() {
     assert!(never_polled.is_elapsed(), "not registered by the reset");
     assert!(completed.is_elapsed(), "not registered by the reset");
 }
+
+#[tokio::test(start_paused = true)]
+async fn debug_shows_the_deadline_and_the_state_a_person_can_read() {
+    let deadline = Instant::now() + ms(10);
+    let mut sleep = task::spawn(wheel::sleep_until(deadline));
+    let shown = |sleep: &wheel::Sleep| format!("{sleep:?}");
+    let unpolled = shown(&sleep);
+    assert!(
+        unpolled.starts_with(&format!(
+            "Sleep {{ deadline: {deadline:?}, state: \"unregistered\", timer: default"
+        )),
+        "{unpolled}"
+    );
+    assert_pending!(sleep.poll());
+    let pending = shown(&sleep);
+    assert!(
+        pending.contains("state: \"pending\", timer: Timer {"),
+        "{pending}"
+    );
+    time::advance(ms(10)).await;
+    assert!(shown(&sleep).contains("state: \"fired\""), "{:?}", &*sleep);
+    assert_ready!(sleep.poll());
+    assert!(
+        shown(&sleep).contains("state: \"completed\""),
+        "{:?}",
+        &*sleep
+    );
+    assert!(!pending.contains("Packed"), "{pending}");
+}

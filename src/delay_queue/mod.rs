@@ -46,6 +46,7 @@ mod moved;
 use moved::Moved;
 
 use crate::driver::Clock;
+use crate::error::BuildError;
 use crate::wheel::{Key as EntryKey, Wheel};
 use crate::{Sleep, Timer};
 
@@ -724,7 +725,7 @@ impl<T> DelayQueue<T> {
         if self.bound.is_none() {
             let timer = match Timer::try_current() {
                 Ok(timer) => timer,
-                Err(e) => panic!("wheel: a DelayQueue needs a timer: {e}"),
+                Err(e) => no_default_timer(&e),
             };
             self.bound = Some(Bound::new(timer));
         }
@@ -771,6 +772,28 @@ impl<T> DelayQueue<T> {
         self.sleep = None;
         self.armed = NEVER;
     }
+}
+
+/// The panic of a queue made by [`DelayQueue::new`] (or `with_capacity`,
+/// `default`) used where there is no default timer to bind it to.
+/// `BuildError`'s own message suggests `Builder::runtime`, which a queue
+/// does not take: its way to a timer of its choosing is `with_timer`.
+#[cold]
+#[track_caller]
+fn no_default_timer(error: &BuildError) -> ! {
+    if error.is_no_runtime() && !error.is_runtime_shut_down() {
+        panic!(
+            "wheel: a DelayQueue made by DelayQueue::new (or with_capacity, default) uses \
+             the current tokio runtime's default timer, and there is no runtime here: use \
+             the queue inside a runtime, or make it with DelayQueue::with_timer (a manual \
+             Timer needs no runtime)"
+        )
+    }
+    panic!(
+        "wheel: a DelayQueue made by DelayQueue::new uses the current tokio runtime's \
+         default timer, which it cannot get: {error}; or make the queue with \
+         DelayQueue::with_timer"
+    )
 }
 
 #[track_caller]

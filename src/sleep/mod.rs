@@ -117,7 +117,6 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 /// # }
 /// ```
 #[must_use = "futures do nothing unless you `.await` or poll them"]
-#[derive(Debug)]
 pub struct Sleep {
     /// `None` until a sleep on the default timer is first registered.
     timer: Option<Timer>,
@@ -369,6 +368,31 @@ impl Sleep {
     /// The tick of this sleep's timer (the default timer's before it is bound).
     pub(crate) fn tick(&self) -> Duration {
         self.timer.as_ref().map_or(crate::DEFAULT_TICK, Timer::tick)
+    }
+}
+
+/// The deadline, the state (`unregistered`: not yet polled, or reset
+/// since it completed; `pending`; `fired`: due, completing at its next poll;
+/// `completed`) and the timer (`default` before a default-timer sleep is
+/// bound to its runtime's timer).
+impl std::fmt::Debug for Sleep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = match self.state.get() {
+            State::Idle => "unregistered",
+            State::Registered { .. } if self.is_elapsed() => "fired",
+            State::Registered { .. } => "pending",
+            State::Fired => "fired",
+            State::Elapsed => "completed",
+        };
+        let mut debug = f.debug_struct("Sleep");
+        debug
+            .field("deadline", &self.deadline())
+            .field("state", &state);
+        match &self.timer {
+            Some(timer) => debug.field("timer", timer),
+            None => debug.field("timer", &format_args!("default")),
+        };
+        debug.finish()
     }
 }
 

@@ -148,15 +148,6 @@ impl Packed {
     }
 }
 
-impl std::fmt::Debug for Packed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Packed")
-            .field("deadline", &self.deadline())
-            .field("state", &self.get())
-            .finish()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
