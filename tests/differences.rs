@@ -1,0 +1,201 @@
+//! Every difference from `tokio::time` and tokio-util's `DelayQueue` that
+//! the README lists, shown by a test; where tokio can run the same scenario
+//! it runs beside the wheel. (Everything else is checked equal, scenario by
+//! scenario, in `tests/tokio_parity.rs`.)
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use tokio_test::{assert_pending, assert_ready, task};
+
+mod common;
+use common::{ms, panic_message, paused_rt};
+
+fn us(n: u64) -> Duration {
+    Duration::from_micros(n)
+}
+
+fn poll_once<F: Future + Unpin>(future: &mut F) -> Poll<F::Output> {
+    Pin::new(future).poll(&mut Context::from_waker(Waker::noop()))
+}
+
+/// tokio's `sleep` panics when made outside a runtime; a wheel `Sleep` is
+/// bound to its runtime's default timer when first polled, so it may be
+/// made anywhere (in a constructor that runs before the runtime, say) and
+/// panics only if polled outside a runtime before its deadline.
+#[test]
+fn a_sleep_made_outside_a_runtime_panics_only_when_polled_there() {
+    let made_by_tokio = std::panic::catch_unwind(|| tokio::time::sleep(ms(10)));
+    assert!(made_by_tokio.is_err(), "tokio's panics at construction");
+
+    let mut ours = wheel::sleep(ms(10));
+    let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| poll_once(&mut ours)));
+    let message = panic_message(&*polled.unwrap_err());
+    assert!(
+        message.contains("polled outside a tokio runtime"),
+        "{message}"
+    );
+
+    // Made outside, polled inside: it completes.
+    let ours = wheel::sleep(ms(10));
+    paused_rt().block_on(ours);
+}
+
+/// The default tick is 125 µs, finer than tokio's millisecond: on a paused
+/// clock that stands between two milliseconds, a zero or passed deadline
+/// completes at its first poll, where tokio's waits for its next
+/// millisecond.
+#[test]
+fn a_zero_sleep_between_milliseconds_completes_at_its_first_poll() {
+    paused_rt().block_on(async {
+        tokio::time::advance(us(300)).await;
+        let mut tokio_sleep = task::spawn(tokio::time::sleep(Duration::ZERO));
+        assert_pending!(tokio_sleep.poll(), "tokio waits for its next millisecond");
+        let mut ours = task::spawn(wheel::sleep(Duration::ZERO));
+        assert_ready!(ours.poll());
+    });
+}
+
+/// Timers due within one millisecond wake in deadline order; tokio's, all
+/// on one millisecond of its grid, wake in the order they were registered.
+#[test]
+fn timers_due_within_a_millisecond_wake_in_deadline_order() {
+    /// Registers a late then an early sleep (`sleep` makes them), runs
+    /// until both are done, and returns the order they completed in.
+    fn order<S: Future<Output = ()> + Send + 'static>(
+        sleep: fn(Duration) -> S,
+    ) -> Vec<&'static str> {
+        paused_rt().block_on(async move {
+            let done = Arc::new(Mutex::new(Vec::new()));
+            let tasks: Vec<_> = [("late", us(1_900)), ("early", us(1_100))]
+                .into_iter()
+                .map(|(name, after)| {
+                    let done = done.clone();
+                    tokio::spawn(async move {
+                        sleep(after).await;
+                        done.lock().unwrap().push(name);
+                    })
+                })
+                .collect();
+            for task in tasks {
+                task.await.unwrap();
+            }
+            let order = done.lock().unwrap().clone();
+            order
+        })
+    }
+    assert_eq!(order(tokio::time::sleep), ["late", "early"]);
+    assert_eq!(order(wheel::sleep), ["early", "late"]);
+}
+
+/// The timer's tick grid starts where the timer was built (the default
+/// timer: where it was first used), and its alarm is a tokio timer, which
+/// rounds up to tokio's millisecond grid. When the two grids do not line
+/// up (a timer first used 300 µs into a paused test, or a clock paused
+/// mid-run), the two roundings can add up: a sleep wakes up to a
+/// millisecond after tokio's would, and a chain of sleeps drifts by that
+/// much per sleep. Never before its deadline.
+#[test]
+fn on_a_clock_off_tokios_grid_a_sleep_wakes_up_to_a_millisecond_after_tokios() {
+    paused_rt().block_on(async {
+        tokio::time::advance(us(300)).await;
+        // The default timer's grid starts here: at 0.3 ms.
+        wheel::sleep(Duration::ZERO).await;
+        tokio::time::advance(us(600)).await;
+        let start = wheel::Instant::now();
+        let deadline = start + us(100); // 1.0 ms: on tokio's grid, not the wheel's
+        let mut tokio_sleep = task::spawn(tokio::time::sleep_until(deadline));
+        let mut ours = task::spawn(wheel::sleep_until(deadline));
+        assert_pending!(tokio_sleep.poll());
+        assert_pending!(ours.poll());
+        tokio::time::advance(us(100)).await;
+        assert_ready!(tokio_sleep.poll());
+        assert_pending!(ours.poll(), "the wheel's tick ends at 1.05 ms");
+        tokio::time::advance(us(999)).await;
+        assert_pending!(ours.poll(), "tokio rounds the alarm up to 2 ms");
+        tokio::time::advance(us(1)).await;
+        assert_ready!(ours.poll());
+        assert_eq!(wheel::Instant::now() - start, us(1_100));
+    });
+}
+
+/// Each timer runs one small task of its own on its runtime (it learns
+/// there that the runtime is shutting down), so `num_alive_tasks` counts
+/// one more per timer: the default timer's from its first use.
+#[test]
+fn each_timer_runs_a_task_that_runtime_metrics_count() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let metrics = rt.metrics();
+    rt.block_on(async {
+        assert_eq!(metrics.num_alive_tasks(), 0);
+        tokio::time::sleep(ms(1)).await;
+        assert_eq!(metrics.num_alive_tasks(), 0, "tokio's timer runs none");
+        wheel::sleep(ms(1)).await;
+        assert_eq!(metrics.num_alive_tasks(), 1, "the default timer's");
+        let timer = wheel::Timer::builder().build().unwrap();
+        assert_eq!(metrics.num_alive_tasks(), 2, "and the explicit timer's");
+        drop(timer);
+        tokio::task::yield_now().await;
+        assert_eq!(metrics.num_alive_tasks(), 1, "gone with the timer");
+    });
+}
+
+/// tokio-util's `DelayQueue` sleeps until its next entry's deadline. This
+/// one sleeps until its wheel's next expiration, which for an entry beyond
+/// the first level is the start of the entry's slot: the task is woken
+/// there with nothing due (here at 8 ms for an entry due at 10 ms), its
+/// poll returns `Pending`, and the entry comes out on time.
+#[test]
+fn a_delay_queue_wakes_its_task_at_a_level_boundary_with_nothing_due() {
+    paused_rt().block_on(async {
+        let mut queue = task::spawn(wheel::DelayQueue::new());
+        queue.insert("due at 10 ms", ms(10));
+        assert_pending!(queue.poll_next());
+        tokio::time::advance(ms(8)).await;
+        assert!(queue.is_woken(), "woken at the level-1 slot's start");
+        assert_pending!(queue.poll_next());
+        tokio::time::advance(ms(2)).await;
+        assert!(queue.is_woken());
+        let expired = assert_ready!(queue.poll_next()).unwrap();
+        assert_eq!(expired.into_inner(), "due at 10 ms");
+    });
+}
+
+/// A reset (or remove) that makes the next expiration later wakes nobody:
+/// the queue's sleep still fires at the old time, the poll finds nothing
+/// due and sleeps again.
+#[test]
+fn a_delay_queue_reset_to_later_wakes_nobody_until_the_old_deadline() {
+    paused_rt().block_on(async {
+        let mut queue = task::spawn(wheel::DelayQueue::new());
+        let key = queue.insert("moved", ms(5));
+        assert_pending!(queue.poll_next());
+        queue.reset(&key, ms(20));
+        assert!(!queue.is_woken());
+        tokio::time::advance(ms(5)).await;
+        assert!(queue.is_woken(), "the old deadline's wake");
+        assert_pending!(queue.poll_next());
+        tokio::time::advance(ms(15)).await;
+        assert_eq!(
+            assert_ready!(queue.poll_next()).unwrap().into_inner(),
+            "moved"
+        );
+    });
+}
+
+/// `Sleep` (and so `Timeout<F>` of an `Unpin` future) is `Unpin`, and 40
+/// bytes: its wheel entry lives in the timer. tokio's is `!Unpin`, 112.
+#[test]
+fn a_sleep_is_unpin_and_small() {
+    fn unpin<T: Unpin>() {}
+    unpin::<wheel::Sleep>();
+    unpin::<wheel::Timeout<std::future::Ready<()>>>();
+    assert_eq!(std::mem::size_of::<wheel::Sleep>(), 40);
+    assert!(std::mem::size_of::<tokio::time::Sleep>() > 40);
+}
