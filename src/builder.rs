@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::runtime::Handle;
 use tokio::time::Instant;
 
-use crate::driver::{Clock, Geometry, Sentinel, Shared, MAX_SHARDS};
+use crate::driver::{Clock, Driver, Geometry, Sentinel, MAX_SHARDS};
 use crate::error::BuildError;
 use crate::sync::Arc;
 use crate::wheel::{MAX_SLOTS, MIN_SLOTS};
@@ -152,11 +152,12 @@ impl Builder {
     }
 
     /// How many wheels the timer splits its timers over, each behind its
-    /// own lock: a power of two from 1 to 64. A timer registers from each
-    /// thread into one shard (threads are spread over them), so the workers
-    /// of a multi-thread runtime do not contend for one lock when they
-    /// create and cancel timeouts. The runner visits every shard whenever
-    /// it fires, and any thread can poll or cancel any timer.
+    /// own lock and with its own tokio timer: a power of two from 1 to 64.
+    /// Each thread registers in one shard (the first threads to use a timer
+    /// each get their own), so the workers of a multi-thread runtime create,
+    /// poll and cancel timers without touching one another's memory. Any
+    /// thread can poll or cancel any timer; one made on another thread costs
+    /// a little more.
     ///
     /// By default: one on a current-thread runtime, on a manual clock, or
     /// with [`max_pending`](Builder::max_pending) (whose limit is exact
@@ -164,9 +165,7 @@ impl Builder {
     /// rounded up to a power of two (so that two workers seldom land on one
     /// shard), at most 64.
     ///
-    /// A key gives `log2(shards)` of its 32 index bits to naming the shard,
-    /// so each shard holds at most `2^(32 - log2(shards)) - 1` entries (two
-    /// billion on two shards, 67 million on 64); a registration in a full
+    /// A shard holds at most `2^32 - 1` entries; a registration in a full
     /// shard is refused with an error for which
     /// [`is_at_capacity`](crate::error::Error::is_at_capacity) is true.
     ///
@@ -283,8 +282,8 @@ impl Builder {
         };
         let handle = match self.clock {
             ClockSource::Manual => {
-                let shared = Shared::new_manual(geometry(1));
-                return Ok(Timer::from_shared(Arc::new(shared)));
+                let driver = Driver::new_manual(geometry(1));
+                return Ok(Timer::from_driver(Arc::new(driver)));
             }
             ClockSource::Runtime(Some(handle)) => handle,
             ClockSource::Runtime(None) => {
@@ -298,16 +297,18 @@ impl Builder {
         } else {
             (2 * workers).next_power_of_two().min(MAX_SHARDS)
         };
-        // Tokio panics (inside `sleep_until`) if the runtime has no timers.
-        let shared = catch_quietly(|| Shared::new(handle.clone(), geometry(shards), default_for))
+        // Tokio panics (inside `sleep_until`) if the runtime has no timers;
+        // the shards' alarms make theirs only when first armed.
+        catch_quietly(|| drop(tokio::time::sleep_until(Instant::now())))
             .map_err(|_| BuildError::timers_disabled())?;
-        handle.spawn(Sentinel::new(Arc::downgrade(&shared)));
+        let driver = Arc::new(Driver::new(handle.clone(), geometry(shards), default_for));
+        handle.spawn(Sentinel::new(&driver));
         // A runtime that has shut down drops the sentinel on the spot,
         // which shuts the timer down: a timer that could never fire.
-        if shared.is_shut_down() {
+        if driver.is_shut_down() {
             return Err(BuildError::runtime_shut_down());
         }
-        Ok(Timer::from_shared(shared))
+        Ok(Timer::from_driver(driver))
     }
 }
 

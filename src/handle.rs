@@ -3,6 +3,7 @@
 use tokio::time::Instant;
 
 use crate::driver::job::{CallbackState, CANCELLED, EXPIRED};
+use crate::driver::Shard;
 use crate::sync::Arc;
 use crate::wheel::Key;
 use crate::Timer;
@@ -28,13 +29,25 @@ use crate::Timer;
 /// ```
 pub struct TimerHandle {
     timer: Timer,
+    /// The shard the callback is in.
+    shard: Arc<Shard>,
     key: Key,
     state: Arc<CallbackState>,
 }
 
 impl TimerHandle {
-    pub(crate) fn new(timer: Timer, key: Key, state: Arc<CallbackState>) -> TimerHandle {
-        TimerHandle { timer, key, state }
+    pub(crate) fn new(
+        timer: Timer,
+        shard: Arc<Shard>,
+        key: Key,
+        state: Arc<CallbackState>,
+    ) -> TimerHandle {
+        TimerHandle {
+            timer,
+            shard,
+            key,
+            state,
+        }
     }
 
     /// Cancels the callback: `true` if this call stopped it from running,
@@ -56,7 +69,7 @@ impl TimerHandle {
     /// assert_eq!(timer.stats().pending, 0);
     /// ```
     pub fn cancel(&self) -> bool {
-        self.timer.shared().cancel_callback(self.key, &self.state)
+        self.shard.cancel_callback(self.key, &self.state)
     }
 
     /// Whether the timer has started the callback. It may still be

@@ -137,7 +137,7 @@ impl HyperSleep {
 /// The address of a timer's shared state: equal for two handles of the
 /// same timer, and distinct between timers that are alive at once.
 fn timer_id(timer: &Timer) -> usize {
-    std::ptr::from_ref(timer.shared()) as usize
+    std::ptr::from_ref(timer.driver()) as usize
 }
 
 impl Future for HyperSleep {

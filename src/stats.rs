@@ -21,10 +21,12 @@
 pub struct Stats {
     /// Timers registered and waiting for their deadline.
     pub pending: usize,
-    /// Wheel entries in use. The driver frees an entry when it fires it and
-    /// a future frees its own when dropped (possibly later, with a batch of
-    /// up to 128 others, which reading the stats frees first), so this
-    /// equals `pending`; a difference would be a leak.
+    /// Wheel entries in use: the pending timers, and the sleeps fired but
+    /// not yet polled (a sleep's entry is its own until it completes or is
+    /// dropped). A dropped sleep's entry goes with a batch of up to 128
+    /// others, which reading the stats frees first. Once every sleep has
+    /// completed or been dropped, this equals `pending`; a difference would
+    /// be a leak.
     pub entries: usize,
     /// Levels the wheel has allocated (level 0 always; higher ones on
     /// demand); with shards, the most any shard's wheel has.
@@ -32,10 +34,7 @@ pub struct Stats {
     /// Callbacks scheduled and not yet cancelled or taken to run (also
     /// counted in `pending`). The driver takes due callbacks in batches of
     /// up to 32 and runs them outside its locks, so a callback running now
-    /// is not counted, nor are the others of its batch. One that came due
-    /// during a sleep's registration, which leaves it to a task on the
-    /// runtime, is counted here (no longer in `pending`) until that task
-    /// runs it.
+    /// is not counted, nor are the others of its batch.
     pub callbacks: usize,
     /// Timers fired since the timer was built: sleeps the driver woke (or
     /// completed) at their deadline, and callbacks it started to run. It

@@ -46,11 +46,16 @@ impl<T> Mutex<T> {
     }
 }
 
-/// Lets another thread run: a spin-wait's back-off (loom's, under loom, so
-/// that the model checker schedules the thread being waited for).
-pub(crate) fn yield_now() {
+/// The calling thread's identity (loom's, under loom, whose threads are
+/// not OS threads).
+pub(crate) fn current_thread() -> ThreadId {
     #[cfg(not(loom))]
-    std::thread::yield_now();
+    return std::thread::current().id();
     #[cfg(loom)]
-    loom::thread::yield_now();
+    return loom::thread::current().id();
 }
+
+#[cfg(loom)]
+pub(crate) use loom::thread::ThreadId;
+#[cfg(not(loom))]
+pub(crate) use std::thread::ThreadId;

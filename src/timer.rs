@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::driver::{registry, Deadline, Registration, Shared};
+use crate::driver::{registry, Deadline, Driver, Registration};
 use crate::error::{BuildError, Error};
-use crate::sync::{Arc, Weak};
+use crate::sync::Arc;
 use crate::{Builder, Interval, Sleep, Stats, Timeout, TimerHandle, Unfired};
 
 /// A hierarchical timing wheel running on a tokio runtime.
@@ -56,7 +56,7 @@ use crate::{Builder, Interval, Sleep, Stats, Timeout, TimerHandle, Unfired};
 /// ```
 #[derive(Clone)]
 pub struct Timer {
-    shared: Arc<Shared>,
+    driver: Arc<Driver>,
 }
 
 impl Timer {
@@ -126,7 +126,7 @@ impl Timer {
     /// ```
     pub fn sleep(&self, duration: Duration) -> Sleep {
         Sleep::at(
-            Some(self.clone()),
+            Some(self.driver.home().clone()),
             Deadline::after_capped(self.now(), duration),
         )
     }
@@ -145,7 +145,7 @@ impl Timer {
     /// # }
     /// ```
     pub fn sleep_until(&self, deadline: Instant) -> Sleep {
-        Sleep::new(Some(self.clone()), deadline)
+        Sleep::new(Some(self.driver.home().clone()), deadline)
     }
 
     /// Requires `future` to complete within `duration`; a `duration` too long
@@ -166,7 +166,7 @@ impl Timer {
         let deadline = Deadline::checked_after(self.now(), duration).unwrap_or(Deadline::NEVER);
         Timeout::new(
             future.into_future(),
-            Sleep::at(Some(self.clone()), deadline),
+            Sleep::at(Some(self.driver.home().clone()), deadline),
         )
     }
 
@@ -211,7 +211,10 @@ impl Timer {
     /// ```
     #[track_caller]
     pub fn interval(&self, period: Duration) -> Interval {
-        Interval::new(Sleep::elapsed_at(Some(self.clone()), self.now()), period)
+        Interval::new(
+            Sleep::elapsed_at(Some(self.driver.home().clone()), self.now()),
+            period,
+        )
     }
 
     /// An [`Interval`] on this timer whose first tick completes at `start`.
@@ -236,7 +239,7 @@ impl Timer {
         // A start already passed is due at once, as `interval`'s is, not at
         // the end of the tick it rounds up to.
         let first = if start <= self.now() {
-            Sleep::elapsed_at(Some(self.clone()), start)
+            Sleep::elapsed_at(Some(self.driver.home().clone()), start)
         } else {
             self.sleep_until(start)
         };
@@ -259,7 +262,7 @@ impl Timer {
     /// # }
     /// ```
     pub fn now(&self) -> Instant {
-        self.shared.now()
+        self.driver.now()
     }
 
     /// Like [`sleep`](Timer::sleep), but registers the sleep now and says
@@ -312,13 +315,14 @@ impl Timer {
     /// ```
     pub fn try_sleep_until(&self, deadline: Instant) -> Result<Sleep, Error> {
         let deadline = Deadline::from_instant(deadline);
+        let shard = self.driver.home().clone();
         let registration = if deadline.reached_by(self.now()) {
             Registration::Elapsed
         } else {
-            let tick = self.shared.clock().tick_of(deadline);
-            self.shared.register(deadline, tick, None)
+            let tick = shard.clock().tick_of(deadline);
+            shard.register(deadline, tick, None, false, false)
         };
-        Sleep::registered(self.clone(), deadline, registration)
+        Sleep::registered(shard, deadline, registration)
     }
 
     /// Like [`timeout`](Timer::timeout), but registers its sleep now; see
@@ -350,7 +354,7 @@ impl Timer {
             // No deadline: nothing to register.
             None => Ok(Timeout::new(
                 future.into_future(),
-                Sleep::at(Some(self.clone()), Deadline::NEVER),
+                Sleep::at(Some(self.driver.home().clone()), Deadline::NEVER),
             )),
         }
     }
@@ -390,14 +394,14 @@ impl Timer {
     ///
     /// The callback runs outside the timer's lock, so it may schedule,
     /// cancel or sleep on this timer; it should be short (spawn a task for
-    /// real work), because it runs where tokio fires its timers (or, when a
-    /// sleep's registration finds it due before tokio has, on a task of the
-    /// timer's runtime: never inside that registration). A manual timer's
-    /// runs inside [`advance`](Timer::advance), or, if a sleep is
-    /// registered on another thread just as the `advance` moves the clock,
-    /// possibly inside that registration. A callback
-    /// that panics is caught and counted in [`Stats::panicked`]; the timer
-    /// carries on. A deadline that has already passed runs at the next tick.
+    /// real work), because it runs where tokio fires its timers (or, if its
+    /// deadline has already passed when it is scheduled, on a task of the
+    /// timer's runtime); never inside `schedule`, nor inside any other
+    /// timer's poll, reset or drop. A manual timer's runs inside
+    /// [`advance`](Timer::advance). A callback that panics is caught and
+    /// counted in [`Stats::panicked`]; the timer carries on. A deadline that
+    /// has already passed runs by the next tick, never early (a manual
+    /// timer's at the next `advance`).
     /// Dropping the handle does not cancel the callback, and a runtime timer
     /// stays alive until its pending callbacks have run, even with no handle
     /// left.
@@ -505,8 +509,9 @@ impl Timer {
     where
         F: FnOnce() + Send + 'static,
     {
-        let (key, state) = self.shared.schedule(deadline, Box::new(f))?;
-        Ok(TimerHandle::new(self.clone(), key, state))
+        let shard = self.driver.home().clone();
+        let (key, state) = shard.schedule(deadline, Box::new(f))?;
+        Ok(TimerHandle::new(self.clone(), shard, key, state))
     }
 
     /// Stops the timer and returns what never ran: the pending callbacks,
@@ -553,7 +558,7 @@ impl Timer {
     /// assert!(timer.try_schedule(Duration::from_secs(1), || {}).unwrap_err().is_shutdown());
     /// ```
     pub fn shutdown(&self) -> Unfired {
-        Unfired::new(self.shared.shut_down())
+        Unfired::new(self.driver.shut_down())
     }
 
     /// Moves a [`manual`](Builder::manual) timer's clock forward by
@@ -613,7 +618,7 @@ impl Timer {
     /// ```
     #[track_caller]
     pub fn advance_to(&self, deadline: Instant) {
-        self.shared.advance_to(deadline);
+        self.driver.advance_to(deadline);
     }
 
     /// Whether this timer has a [`manual`](Builder::manual) clock.
@@ -624,7 +629,7 @@ impl Timer {
     /// assert!(wheel::Timer::builder().manual().build().unwrap().is_manual());
     /// ```
     pub fn is_manual(&self) -> bool {
-        self.shared.is_manual()
+        self.driver.is_manual()
     }
 
     /// A snapshot of this timer's counters.
@@ -641,7 +646,7 @@ impl Timer {
     /// # }
     /// ```
     pub fn stats(&self) -> Stats {
-        self.shared.stats()
+        self.driver.stats()
     }
 
     /// The length of one tick.
@@ -655,7 +660,7 @@ impl Timer {
     /// # }
     /// ```
     pub fn tick(&self) -> Duration {
-        self.shared.clock().tick()
+        self.driver.clock().tick()
     }
 
     /// Slots in each level of the wheel.
@@ -669,7 +674,7 @@ impl Timer {
     /// # }
     /// ```
     pub fn slots_per_level(&self) -> usize {
-        self.shared.slots_per_level()
+        self.driver.slots_per_level()
     }
 
     /// How many wheels the timer splits its timers over
@@ -684,7 +689,7 @@ impl Timer {
     /// # }
     /// ```
     pub fn shards(&self) -> usize {
-        self.shared.shards()
+        self.driver.shards().len()
     }
 
     /// Whether the timer has shut down ([`shutdown`](Timer::shutdown) was
@@ -702,21 +707,19 @@ impl Timer {
     /// assert!(timer.is_shut_down());
     /// ```
     pub fn is_shut_down(&self) -> bool {
-        self.shared.is_shut_down()
+        self.driver.is_shut_down()
     }
 
-    pub(crate) fn shared(&self) -> &Shared {
-        &self.shared
+    pub(crate) fn driver(&self) -> &Driver {
+        &self.driver
     }
 
-    pub(crate) fn from_shared(shared: Arc<Shared>) -> Timer {
-        Timer { shared }
+    pub(crate) fn driver_arc(&self) -> &Arc<Driver> {
+        &self.driver
     }
 
-    /// A handle that does not keep the timer (and its runtime's driver)
-    /// alive.
-    pub(crate) fn downgrade(&self) -> Weak<Shared> {
-        Arc::downgrade(&self.shared)
+    pub(crate) fn from_driver(driver: Arc<Driver>) -> Timer {
+        Timer { driver }
     }
 
     /// `now + duration` on this timer's clock, `duration` cut to 30 years as

@@ -46,7 +46,7 @@ impl Unfired {
             callbacks: leftovers
                 .callbacks
                 .into_iter()
-                .map(|((deadline, _), run)| UnfiredCallback { deadline, run })
+                .map(|((deadline, _, _), run)| UnfiredCallback { deadline, run })
                 .collect(),
             sleeps: leftovers.sleeps,
         }

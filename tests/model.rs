@@ -180,6 +180,10 @@ struct LiveSleep {
     /// The wheel holds this sleep's waker (from its last pending poll; firing
     /// takes it).
     has_waker: bool,
+    /// The wheel holds this sleep's entry: it belongs to the sleep, from its
+    /// registration until its completing poll frees it (a fire leaves it),
+    /// or a reset to a deadline already due (which completes it there).
+    holds_entry: bool,
     /// The task has been woken since it was last entered (polled or reset).
     woken: bool,
     /// Times it returned `Ready`, and times it was armed (created, or reset
@@ -195,10 +199,12 @@ struct Model {
 
 impl Model {
     /// The timer fires sleep `i` now: its waker, if the wheel holds one, is
-    /// woken.
-    fn fire(&mut self, i: usize) {
+    /// woken. A pass leaves the entry, for the sleep's next poll to free; a
+    /// reset to a deadline already due frees it (`freed`).
+    fn fire(&mut self, i: usize, freed: bool) {
         let s = &mut self.live[i];
         s.state = State::Fired;
+        s.holds_entry &= !freed;
         s.woken |= s.has_waker;
         s.has_waker = false;
         self.timers[s.timer].fired += 1;
@@ -219,6 +225,7 @@ impl Model {
                 assert!(ready, "sleep {}: fired but not ready", s.id);
                 assert!(now >= s.deadline, "sleep {}: completed early", s.id);
                 s.state = State::Done;
+                s.holds_entry = false;
                 s.completions += 1;
             }
             State::Done => unreachable!("completed sleeps are not polled again"),
@@ -252,6 +259,7 @@ impl Model {
         } else {
             s.state = State::Pending;
             s.has_waker = true;
+            s.holds_entry = true;
         }
     }
 
@@ -261,7 +269,7 @@ impl Model {
         for i in 0..self.live.len() {
             let s = &self.live[i];
             if s.state == State::Pending && self.timers[s.timer].due(s.deadline, now) {
-                self.fire(i);
+                self.fire(i, false);
             }
         }
     }
@@ -313,9 +321,10 @@ impl Model {
             let pending = mine().filter(|s| s.state == State::Pending).count();
             let stats = t.timer.stats();
             assert_eq!(stats.pending, pending, "timer {i}: pending, {stats:?}");
-            // The driver frees an entry as it fires it: a fired sleep that
-            // has not been polled yet holds none.
-            assert_eq!(stats.entries, pending, "timer {i}: entries, {stats:?}");
+            // A fired sleep keeps its entry until it is polled: it is the
+            // sleep's to free.
+            let entries = mine().filter(|s| s.holds_entry).count();
+            assert_eq!(stats.entries, entries, "timer {i}: entries, {stats:?}");
             assert_eq!(stats.fired, t.fired, "timer {i}: fired, {stats:?}");
             assert_eq!(
                 stats.cancelled, t.cancelled,
@@ -352,6 +361,7 @@ impl Model {
                     deadline,
                     state: State::Done,
                     has_waker: false,
+                    holds_entry: false,
                     woken: false,
                     completions: 0,
                     armings: 1,
@@ -386,12 +396,15 @@ impl Model {
                 match s.state {
                     // Moved in the wheel, keeping its waker; fired (and
                     // woken) at once if the new deadline's tick has come.
-                    State::Pending if due => self.fire(i),
+                    State::Pending if due => self.fire(i, true),
                     State::Pending => {}
                     // Fired but uncollected: the entry is scheduled again,
                     // or fired again at once.
-                    State::Fired if due => self.fire(i),
-                    State::Fired => s.state = State::Pending,
+                    State::Fired if due => self.fire(i, true),
+                    State::Fired => {
+                        s.state = State::Pending;
+                        s.holds_entry = true;
+                    }
                     // Completed: registered again at once, with no waker,
                     // as tokio's reset does (fired at once, and counted, if
                     // the new deadline's tick has come); then polled.
@@ -399,9 +412,10 @@ impl Model {
                         s.armings += 1;
                         s.has_waker = false;
                         if due {
-                            self.fire(i);
+                            self.fire(i, true);
                         } else {
                             s.state = State::Pending;
+                            s.holds_entry = true;
                         }
                         self.poll(i);
                     }

@@ -382,14 +382,14 @@ async fn debug_shows_the_deadline_and_the_state_a_person_can_read() {
     let unpolled = shown(&sleep);
     assert!(
         unpolled.starts_with(&format!(
-            "Sleep {{ deadline: {deadline:?}, state: \"unregistered\", timer: default"
+            "Sleep {{ deadline: {deadline:?}, state: \"unregistered\", timer: default, not yet bound"
         )),
         "{unpolled}"
     );
     assert_pending!(sleep.poll());
     let pending = shown(&sleep);
     assert!(
-        pending.contains("state: \"pending\", timer: Timer {"),
+        pending.contains("state: \"pending\", tick: 125µs"),
         "{pending}"
     );
     time::advance(ms(10)).await;

@@ -163,7 +163,7 @@ impl Bound {
         // ticks are the timer's ticks and a deadline is rounded up once, not
         // once by the queue and again by the timer. Never after `now`: a
         // deadline before the origin maps to tick 0, due at once.
-        let grid = timer.shared().clock();
+        let grid = timer.driver().clock();
         let origin = grid
             .instant_at(grid.now_tick(now))
             .map_or(now, |start| start.min(now));

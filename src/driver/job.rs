@@ -11,10 +11,11 @@ use crate::sync::{Arc, AtomicU8, Ordering};
 /// an entry 40.
 pub(crate) enum Job {
     /// A `Sleep`'s entry: it holds the waker of the task polling it, or
-    /// [`no_waker`] before the first poll. (`Option<Waker>` would take the
-    /// waker's one niche, a null vtable, which `Call` uses, and make every
-    /// entry 8 bytes larger.) The driver frees it when it fires; the `Sleep`
-    /// frees it if dropped or reset before then.
+    /// [`no_waker`] before the first poll and once fired. (`Option<Waker>`
+    /// would take the waker's one niche, a null vtable, which `Call` uses,
+    /// and make every entry 8 bytes larger.) The entry belongs to the
+    /// `Sleep`: the driver fires it (unlinks it and takes the waker) and
+    /// leaves it in the slab; the `Sleep` frees it.
     Wake(Waker),
     /// A callback timer's entry, owned by the driver: removed from the wheel
     /// when it fires or is cancelled. Boxed to keep the job small; callbacks
@@ -82,31 +83,8 @@ pub(crate) fn no_waker() -> Waker {
 /// Whether `waker` is [`no_waker`]: then there is nothing to wake. Only an
 /// optimisation: should the comparison miss (`will_wake` may, for a vtable
 /// duplicated across codegen units), waking it still does nothing.
-pub(crate) fn is_no_waker(waker: &Waker) -> bool {
+fn is_no_waker(waker: &Waker) -> bool {
     waker.will_wake(Waker::noop())
-}
-
-/// What a `Sleep`'s entry holds while its registration has let go of the
-/// lock to notify the runner (see `Shared::register`): a waker that does
-/// nothing, told apart from [`no_waker`] by its data pointer. An entry
-/// fired holding it completes its sleep's first poll, which is no fire:
-/// the registration reports it elapsed and nobody counts it fired.
-pub(crate) fn registering_waker() -> Waker {
-    registering().clone()
-}
-
-/// Whether `waker` is [`registering_waker`]'s.
-pub(crate) fn is_registering(waker: &Waker) -> bool {
-    waker.data() == registering().data()
-}
-
-fn registering() -> &'static Waker {
-    struct Registering;
-    impl std::task::Wake for Registering {
-        fn wake(self: std::sync::Arc<Self>) {}
-    }
-    static REGISTERING: std::sync::OnceLock<Waker> = std::sync::OnceLock::new();
-    REGISTERING.get_or_init(|| Waker::from(std::sync::Arc::new(Registering)))
 }
 
 /// The waker a `Sleep`'s job held, if it is one worth waking.
@@ -142,13 +120,14 @@ pub(crate) struct Callback {
 pub(crate) struct CallbackState {
     phase: AtomicU8,
     deadline: Instant,
-    /// The order it was scheduled in, among its timer's callbacks: what
-    /// orders callbacks with one deadline when a shutdown hands them back.
-    seq: u64,
+    /// When it was scheduled, by the real clock (monotonic across threads),
+    /// and its number among its shard's callbacks: what orders callbacks with
+    /// one deadline when a shutdown hands them back, across shards.
+    scheduled: (std::time::Instant, u64),
 }
 
-/// A callback's deadline and its place among those scheduled on its timer.
-pub(crate) type RunOrder = (Instant, u64);
+/// A callback's deadline, then when it was scheduled: see [`CallbackState`].
+pub(crate) type RunOrder = (Instant, std::time::Instant, u64);
 
 /// The callback phases.
 pub(crate) const PENDING: u8 = 0;
@@ -158,11 +137,12 @@ pub(crate) const EXPIRED: u8 = 1;
 pub(crate) const CANCELLED: u8 = 2;
 
 impl CallbackState {
+    /// The state of the shard's `seq`-th callback, due at `deadline`.
     pub(crate) fn new(deadline: Instant, seq: u64) -> CallbackState {
         CallbackState {
             phase: AtomicU8::new(PENDING),
             deadline,
-            seq,
+            scheduled: (std::time::Instant::now(), seq),
         }
     }
 
@@ -197,7 +177,7 @@ impl CallbackState {
     /// with one deadline in the order they were scheduled. (The driver
     /// runs them tick by tick; within a tick the order is its lists'.)
     pub(crate) fn run_order(&self) -> RunOrder {
-        (self.deadline, self.seq)
+        (self.deadline, self.scheduled.0, self.scheduled.1)
     }
 }
 

@@ -1,24 +1,43 @@
 //! The default timer of each tokio runtime, used by the free functions
-//! (`wheel::sleep`, `wheel::timeout`, ...).
+//! (`wheel::sleep`, `wheel::timeout`, ...), and how a `Sleep` finds its
+//! shard of it without touching a line another worker writes.
 //!
-//! Each runtime gets its own timer, created on first use, keyed by
-//! `tokio::runtime::Handle::id()`, so parallel `#[tokio::test]`s (each with
-//! its own runtime and paused clock) never share a wheel. The registry holds
-//! a strong handle until the runtime shuts down; the timer's sentinel then
-//! removes it. A per-thread cache of the last (runtime, timer) pair keeps the
-//! global lock off the hot path; it holds the timer weakly, so a thread that
-//! used a runtime's timer does not keep it, and with it the runtime's
-//! driver (its file descriptors, its own timer), alive once the runtime has
-//! shut down.
+//! Each runtime gets its own timer, created on first use and kept here,
+//! keyed by `tokio::runtime::Handle::id()`, so parallel `#[tokio::test]`s
+//! (each with its own runtime and paused clock) never share a wheel. The
+//! registry holds the timer until the runtime shuts down; the timer's
+//! shutdown removes it.
+//!
+//! Asking tokio which runtime is current (`Handle::try_current`) clones the
+//! runtime's handle: an atomic add and subtract on a count every worker
+//! touches, about 100 ns when two busy workers take turns at it. So each
+//! thread caches its shard of the last runtime's default timer, weakly (a
+//! shut-down runtime's timer is not kept alive), and, on a multi-thread
+//! runtime, the tasks it has seen poll a sleep there, by
+//! `tokio::task::try_id`, a thread-local read. A task runs on one runtime for
+//! its whole life, so a sleep first polled in a task the cache knows needs
+//! no question to tokio: a thread-local read, a compare, and the shard's own
+//! count. The cache holds the last 64 tasks by their ids' low bits (task ids
+//! are handed out in sequence), so a worker interleaving up to 64 tasks asks
+//! tokio once per task. Outside a task (`block_on`'s own future), and on a
+//! current-thread runtime, it asks every time: there the question costs no
+//! contention, and a test may enter one runtime's context (and paused clock)
+//! from a task of another.
+//!
+//! One consequence, on multi-thread runtimes only: a task that makes its
+//! first sleep inside another runtime's `Handle::enter` gets that runtime's
+//! timer for its later sleeps too (both run on the real clock).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard, PoisonError, Weak};
+use std::hash::{Hash, Hasher};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use tokio::runtime::{Handle, Id};
 
-use super::Shared;
+use super::{Driver, Shard};
 use crate::error::BuildError;
+use crate::sync::{Arc, Weak};
 use crate::Timer;
 
 /// A plain std mutex even under `cfg(loom)`: the registry belongs to runtime
@@ -29,70 +48,170 @@ fn registry() -> MutexGuard<'static, Option<HashMap<Id, Timer>>> {
     REGISTRY.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// How many tasks a thread's cache remembers.
+const TASKS: usize = 64;
+
+/// A thread's view of the last runtime whose default timer it used.
+struct Cached {
+    runtime: Id,
+    driver: Weak<Driver>,
+    /// This thread's shard of that timer.
+    shard: Weak<Shard>,
+    /// Tasks polled on that runtime, each in the place its id's low bits
+    /// name.
+    tasks: [Option<tokio::task::Id>; TASKS],
+}
+
 thread_local! {
-    static CACHE: RefCell<Option<(Id, Weak<Shared>)>> = const { RefCell::new(None) };
+    static CACHE: RefCell<Option<Cached>> = const { RefCell::new(None) };
+}
+
+/// The calling thread's shard of the current runtime's default timer,
+/// creating the timer on first use.
+#[inline]
+pub(crate) fn default_shard() -> Result<Arc<Shard>, BuildError> {
+    let task = tokio::task::try_id();
+    if let Some(task) = task {
+        let known = |cached: &Cached| cached.tasks[place(task)] == Some(task);
+        if let Some(shard) = with_cache(|cached| known(cached).then(|| cached.shard()).flatten()) {
+            return Ok(shard);
+        }
+    }
+    ask_tokio(task)
+}
+
+/// [`default_shard`] when the cache does not know the task: asks tokio
+/// which runtime is current, and remembers the task as one of its if it is
+/// a multi-thread runtime.
+#[cold]
+fn ask_tokio(task: Option<tokio::task::Id>) -> Result<Arc<Shard>, BuildError> {
+    let handle = Handle::try_current().map_err(|_| BuildError::no_runtime())?;
+    let id = handle.id();
+    let remember = handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread;
+    let shard = with_cache(|cached| (cached.runtime == id).then(|| cached.shard()).flatten());
+    let shard = match shard {
+        Some(shard) => shard,
+        None => refill(handle, id)?.1,
+    };
+    if let Some(task) = task.filter(|_| remember) {
+        let _ = CACHE.try_with(|cache| {
+            if let Some(cached) = cache.borrow_mut().as_mut() {
+                cached.tasks[place(task)] = Some(task);
+            }
+        });
+    }
+    Ok(shard)
 }
 
 /// The current runtime's default timer, creating it on first use.
 pub(crate) fn current() -> Result<Timer, BuildError> {
     let handle = Handle::try_current().map_err(|_| BuildError::no_runtime())?;
     let id = handle.id();
-    let cached = CACHE
-        .try_with(|cache| match &*cache.borrow() {
-            Some((cached, timer)) if *cached == id => timer
-                .upgrade()
-                .filter(|shared| !shared.is_shut_down())
-                .map(Timer::from_shared),
-            _ => None,
-        })
-        .ok()
-        .flatten();
-    if let Some(timer) = cached {
-        return Ok(timer);
+    let cached = with_cache(|cached| {
+        let alive = cached.runtime == id && cached.shard().is_some();
+        alive.then(|| cached.driver.upgrade()).flatten()
+    });
+    match cached {
+        Some(driver) => Ok(Timer::from_driver(driver)),
+        None => refill(handle, id).map(|(timer, _)| timer),
     }
-    let timer = match lookup(id) {
-        Some(timer) => timer,
-        None => {
-            // Built outside the registry lock: building spawns the sentinel,
-            // and a runtime that is shutting down drops it on the spot, which
-            // calls `forget`, which takes the lock.
-            let built = Timer::builder().runtime(handle).build_default(id)?;
-            let mut registry = registry();
-            let map = registry.get_or_insert_with(HashMap::new);
-            match map.get(&id) {
-                // Another thread won the race; ours is dropped (outside the lock).
-                Some(timer) if !timer.shared().is_shut_down() => {
-                    let winner = timer.clone();
-                    drop(registry);
-                    drop(built);
-                    winner
-                }
-                _ => {
-                    if !built.shared().is_shut_down() {
-                        map.insert(id, built.clone());
-                    }
-                    built
-                }
+}
+
+/// Runtime `id`'s default timer from the registry (or a new one), and this
+/// thread's shard of it, now in the cache with no task known yet.
+fn refill(handle: Handle, id: Id) -> Result<(Timer, Arc<Shard>), BuildError> {
+    let timer = registered(handle, id)?;
+    let shard = timer.driver().home().clone();
+    let _ = CACHE.try_with(|cache| {
+        *cache.borrow_mut() = Some(Cached {
+            runtime: id,
+            driver: Arc::downgrade(timer.driver_arc()),
+            shard: Arc::downgrade(&shard),
+            tasks: [None; TASKS],
+        });
+    });
+    Ok((timer, shard))
+}
+
+/// `read` of this thread's cache, if it has one. (A thread-local being
+/// destroyed: none.)
+#[inline]
+fn with_cache<R>(read: impl FnOnce(&Cached) -> Option<R>) -> Option<R> {
+    CACHE
+        .try_with(|cache| cache.borrow().as_ref().and_then(read))
+        .ok()
+        .flatten()
+}
+
+impl Cached {
+    /// The cached shard, if it is alive and running: its own count is the
+    /// only shared state this touches.
+    #[inline]
+    fn shard(&self) -> Option<Arc<Shard>> {
+        self.shard.upgrade().filter(|shard| !shard.is_shut_down())
+    }
+}
+
+/// Where a task's id goes in [`Cached::tasks`]: its low bits.
+#[inline]
+fn place(task: tokio::task::Id) -> usize {
+    /// Keeps the `u64` a task id hashes as.
+    struct Bits(u64);
+    impl Hasher for Bits {
+        fn write(&mut self, bytes: &[u8]) {
+            for &byte in bytes {
+                self.0 = self.0.rotate_left(8) ^ u64::from(byte);
             }
         }
-    };
-    let _ = CACHE.try_with(|cache| *cache.borrow_mut() = Some((id, timer.downgrade())));
-    Ok(timer)
+        fn write_u64(&mut self, n: u64) {
+            self.0 = n;
+        }
+        fn finish(&self) -> u64 {
+            self.0
+        }
+    }
+    let mut bits = Bits(0);
+    task.hash(&mut bits);
+    bits.finish() as usize % TASKS
 }
 
-fn lookup(id: Id) -> Option<Timer> {
-    let registry = registry();
-    let timer = registry.as_ref()?.get(&id)?;
-    (!timer.shared().is_shut_down()).then(|| timer.clone())
+/// Runtime `id`'s default timer from the registry, or a new one.
+fn registered(handle: Handle, id: Id) -> Result<Timer, BuildError> {
+    if let Some(timer) = registry().as_ref().and_then(|map| map.get(&id)).cloned() {
+        if !timer.is_shut_down() {
+            return Ok(timer);
+        }
+    }
+    // Built outside the registry lock: building spawns the sentinel, and a
+    // runtime that is shutting down drops it on the spot, which shuts the
+    // timer down, which takes the lock.
+    let built = Timer::builder().runtime(handle).build_default(id)?;
+    let mut registry = registry();
+    let map = registry.get_or_insert_with(HashMap::new);
+    match map.get(&id) {
+        // Another thread won the race; ours is dropped (outside the lock).
+        Some(timer) if !timer.is_shut_down() => {
+            let winner = timer.clone();
+            drop(registry);
+            drop(built);
+            Ok(winner)
+        }
+        _ => {
+            if !built.is_shut_down() {
+                map.insert(id, built.clone());
+            }
+            Ok(built)
+        }
+    }
 }
 
-/// Unregisters `shared` as the default timer of runtime `id`.
-pub(super) fn forget(id: Id, shared: &Shared) {
+/// Unregisters `driver` as the default timer of runtime `id`.
+pub(super) fn forget(id: Id, driver: &Driver) {
     let removed = {
         let mut registry = registry();
         let map = registry.get_or_insert_with(HashMap::new);
         match map.get(&id) {
-            Some(timer) if std::ptr::eq(timer.shared(), shared) => map.remove(&id),
+            Some(timer) if std::ptr::eq(timer.driver(), driver) => map.remove(&id),
             _ => None,
         }
     };
@@ -113,15 +232,75 @@ mod tests {
                 .start_paused(true)
                 .build()
                 .unwrap();
-            let timer = rt.block_on(async {
+            let (timer, shard) = rt.block_on(async {
                 crate::sleep(std::time::Duration::from_millis(1)).await;
-                current().unwrap().downgrade()
+                let timer = current().unwrap();
+                (
+                    Arc::downgrade(timer.driver_arc()),
+                    Arc::downgrade(&default_shard().unwrap()),
+                )
             });
             assert!(timer.upgrade().is_some(), "the registry holds it");
             drop(rt);
             assert!(timer.upgrade().is_none(), "kept alive after its runtime");
+            assert!(shard.upgrade().is_none(), "its shard kept alive");
         })
         .join()
         .unwrap();
+    }
+
+    #[test]
+    fn a_task_the_cache_knows_binds_without_asking_tokio() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_time()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            tokio::spawn(async {
+                let first = default_shard().unwrap();
+                let task = tokio::task::try_id().expect("in a task");
+                let known = with_cache(|cached| {
+                    (cached.tasks[place(task)] == Some(task)).then(|| cached.shard())
+                });
+                let shard = known
+                    .flatten()
+                    .expect("the task is known after its first sleep");
+                assert!(Arc::ptr_eq(&first, &shard));
+            })
+            .await
+            .unwrap();
+        });
+    }
+
+    /// On a current-thread runtime the cache asks tokio every time, so a
+    /// task of one runtime that enters another's context (a test's paused
+    /// clock, say) gets that runtime's timer there, and its own outside.
+    #[test]
+    fn a_current_thread_task_entering_another_runtime_gets_that_runtimes_timer() {
+        let rt = |paused| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .start_paused(paused)
+                .build()
+                .unwrap()
+        };
+        let (a, b) = (rt(false), rt(true));
+        let b_handle = b.handle().clone();
+        let theirs = b.block_on(async { default_shard().unwrap() });
+        a.block_on(async move {
+            tokio::spawn(async move {
+                let own = default_shard().unwrap();
+                let entered = {
+                    let _b = b_handle.enter();
+                    default_shard().unwrap()
+                };
+                assert!(Arc::ptr_eq(&entered, &theirs), "not the entered runtime's");
+                assert!(Arc::ptr_eq(&own, &default_shard().unwrap()));
+                assert!(!Arc::ptr_eq(&own, &theirs));
+            })
+            .await
+            .unwrap();
+        });
     }
 }

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::driver::{Deadline, Polled, Progress, Registration, Reset, Shared, WakerId};
+use crate::driver::{registry, Deadline, Polled, Registration, Reset, Shard, WakerId};
 use crate::error::{BuildError, Error};
-use crate::Timer;
+use crate::sync::Arc;
 use state::{Packed, State};
 
 /// Waits until `duration` has elapsed, on the current runtime's default timer.
@@ -32,11 +32,13 @@ use state::{Packed, State};
 /// that tokio's first poll leaves pending until its next millisecond may
 /// complete here at once: this grid is finer.
 ///
+/// The sleep is bound to a timer when first polled (or reset): the default
+/// timer of the runtime it is polled in. Creating one anywhere is fine.
+///
 /// # Panics
 ///
 /// Polling the returned [`Sleep`] before its deadline panics outside a tokio
-/// runtime (with timers enabled): the default timer belongs to the runtime the
-/// sleep is first polled in. Creating one anywhere is fine.
+/// runtime (with timers enabled).
 ///
 /// # Examples
 ///
@@ -75,7 +77,7 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 }
 
 /// A future that completes at a deadline; made by [`sleep`], [`sleep_until`]
-/// or a [`Timer`].
+/// or a [`Timer`](crate::Timer).
 ///
 /// Unlike `tokio::time::Sleep`, this type is `Unpin` (its wheel entry lives
 /// in the timer, not in the future), so it can be polled or `select!`ed by
@@ -90,16 +92,16 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 /// # Panics
 ///
 /// Polling panics if the sleep is pending when its timer has shut down
-/// ([`Timer::shutdown`], or its runtime shut down) and its deadline has not
+/// ([`Timer::shutdown`](crate::Timer::shutdown), or its runtime shut down) and its deadline has not
 /// passed: the timer can no longer fire it, completing it would be early,
 /// and waiting would hang. (Once the deadline has passed, by the timer's
 /// clock, it completes.) The
 /// message says so, as `tokio::time::Sleep`'s does. A sleep of the default
 /// timer first polled outside any runtime before its deadline panics
 /// likewise, and so does the
-/// first poll of a sleep made by [`Timer::sleep`] on a timer at its
+/// first poll of a sleep made by [`Timer::sleep`](crate::Timer::sleep) on a timer at its
 /// [`max_pending`](crate::Builder::max_pending) limit
-/// ([`Timer::try_sleep`] returns that error instead).
+/// ([`Timer::try_sleep`](crate::Timer::try_sleep) returns that error instead).
 ///
 /// # Examples
 ///
@@ -118,15 +120,16 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 /// ```
 #[must_use = "futures do nothing unless you `.await` or poll them"]
 pub struct Sleep {
-    /// `None` until a sleep on the default timer is first registered.
-    timer: Option<Timer>,
+    /// The shard of its timer the sleep registers in: the creating thread's
+    /// (or, for the default timer, not bound until first registered).
+    shard: Option<Arc<Shard>>,
     /// The deadline and the registration, in 32 bytes (see `state.rs`).
     state: Packed,
 }
 
 impl Sleep {
-    pub(crate) fn new(timer: Option<Timer>, deadline: Instant) -> Sleep {
-        Sleep::at(timer, Deadline::from_instant(deadline))
+    pub(crate) fn new(shard: Option<Arc<Shard>>, deadline: Instant) -> Sleep {
+        Sleep::at(shard, Deadline::from_instant(deadline))
     }
 
     /// Whether the deadline is [`Deadline::NEVER`], so that nothing will
@@ -138,9 +141,9 @@ impl Sleep {
 
     /// [`new`](Sleep::new), with the deadline already converted.
     #[inline]
-    pub(crate) fn at(timer: Option<Timer>, deadline: Deadline) -> Sleep {
+    pub(crate) fn at(shard: Option<Arc<Shard>>, deadline: Deadline) -> Sleep {
         Sleep {
-            timer,
+            shard,
             state: Packed::idle(deadline),
         }
     }
@@ -148,8 +151,8 @@ impl Sleep {
     /// A sleep that has already completed at `deadline`: an interval's first
     /// tick, due at once, which so needs neither the wheel nor its rounding
     /// up to the tick.
-    pub(crate) fn elapsed_at(timer: Option<Timer>, deadline: Instant) -> Sleep {
-        let mut sleep = Sleep::new(timer, deadline);
+    pub(crate) fn elapsed_at(shard: Option<Arc<Shard>>, deadline: Instant) -> Sleep {
+        let mut sleep = Sleep::new(shard, deadline);
         sleep.state.set(State::Elapsed);
         sleep
     }
@@ -157,12 +160,12 @@ impl Sleep {
     /// A sleep that [`Timer::try_sleep_until`] registered eagerly for
     /// `deadline`.
     pub(crate) fn registered(
-        timer: Timer,
+        shard: Arc<Shard>,
         deadline: Deadline,
         registration: Registration,
     ) -> Result<Sleep, Error> {
         let mut sleep = Sleep {
-            timer: Some(timer),
+            shard: Some(shard),
             state: Packed::idle(deadline),
         };
         sleep.state.set(match registration {
@@ -209,17 +212,12 @@ impl Sleep {
     /// # }
     /// ```
     pub fn is_elapsed(&self) -> bool {
-        match (self.state.get(), &self.timer) {
+        match (self.state.get(), &self.shard) {
             (State::Elapsed | State::Fired, _) => true,
-            (State::Registered { key, .. }, Some(timer)) => {
-                let shared = timer.shared();
-                // After shutdown, `published` is at its end, so this asks
-                // `has_fired`, which knows about shutdown.
-                match self.progress(shared) {
-                    Progress::NotFired => false,
-                    Progress::Unknown => shared.has_fired(key, self.state.deadline()),
-                    Progress::Fired => true,
-                }
+            // After shutdown, `published` is at its end, so this asks
+            // `has_fired`, which knows about shutdown.
+            (State::Registered { key, .. }, Some(shard)) => {
+                !self.surely_pending(shard) && shard.has_fired(key, self.state.deadline())
             }
             _ => false,
         }
@@ -234,7 +232,7 @@ impl Sleep {
     /// turns true at the new deadline whether or not it is polled; a sleep
     /// of the default timer that is reset outside any runtime, before its
     /// first poll, waits for that poll instead. A reset to a deadline that
-    /// has passed counts as a fire in [`Timer::stats`].
+    /// has passed counts as a fire in [`Timer::stats`](crate::Timer::stats).
     ///
     /// After the timer's runtime has shut down, a sleep reset to a deadline
     /// that has not passed is pending again, even if it had fired: polling
@@ -273,36 +271,36 @@ impl Sleep {
     /// `passed` as in [`reset_passed`](Sleep::reset_passed).
     #[inline(always)]
     fn reset_to(&mut self, deadline: Deadline, passed: bool) {
-        let state = self.state.get();
-        let Some(timer) = &self.timer else {
+        let Some(shard) = &self.shard else {
             return self.reset_unbound(deadline, passed);
         };
-        let shared = timer.shared();
-        let tick = shared.clock().tick_of(deadline);
-        // Progress at the old deadline, before it is overwritten.
-        let old = self.state.deadline();
-        match state {
-            State::Registered { key, waker } if self.progress(shared) != Progress::Fired => {
-                self.state.set_deadline(deadline);
-                match shared.reset(key, old, deadline, tick, passed) {
-                    // The common case (the entry still holds the waker, or
-                    // none was known) leaves the state as it was.
-                    Reset::Pending { holds_waker } => {
-                        if waker.is_some() && !holds_waker {
-                            self.state.set(State::Registered { key, waker: None });
-                        }
+        let tick = shard.clock().tick_of(deadline);
+        self.state.set_deadline(deadline);
+        match self.state.get() {
+            State::Registered { key, waker } => match shard.reset(key, deadline, tick, passed) {
+                // The common case (the entry still holds the waker, or none
+                // was known) leaves the state as it was.
+                Reset::Pending { holds_waker } => {
+                    if waker.is_some() && !holds_waker {
+                        self.state.set(State::Registered { key, waker: None });
                     }
-                    Reset::Fired => self.state.set(State::Fired),
-                    Reset::Gone => self.state.set(rearmed(shared, deadline, tick, passed)),
                 }
-            }
-            // Fired since it was last polled (its entry is freed and its task
-            // woken), completed, or never polled: registered afresh, with no
-            // waker, as tokio's is, so that `is_elapsed` turns true at the
-            // new deadline whether or not it is polled.
-            _ => {
-                self.state.set_deadline(deadline);
-                self.state.set(rearmed(shared, deadline, tick, passed));
+                Reset::Fired => self.state.set(State::Fired),
+            },
+            // Completed, or never polled: registered afresh, with no waker,
+            // as tokio's is, so that `is_elapsed` turns true at the new
+            // deadline whether or not it is polled. Completing at once
+            // counts as a fire, as resetting a pending sleep into the past
+            // does.
+            State::Idle | State::Fired | State::Elapsed => {
+                let state = match shard.register(deadline, tick, None, true, passed) {
+                    Registration::Pending(key, waker) => State::Registered { key, waker },
+                    Registration::Elapsed => State::Fired,
+                    // Shut down or full: the next poll registers again and
+                    // panics, saying which.
+                    Registration::Refused(_) => State::Idle,
+                };
+                self.state.set(state);
             }
         }
     }
@@ -316,9 +314,9 @@ impl Sleep {
     fn reset_unbound(&mut self, deadline: Deadline, passed: bool) {
         // Registering needs the default timer, which belongs to the runtime
         // the caller is in; with none, the first poll binds it.
-        match Timer::try_current() {
-            Ok(timer) => {
-                self.timer = Some(timer);
+        match registry::default_shard() {
+            Ok(shard) => {
+                self.shard = Some(shard);
                 self.reset_to(deadline, passed);
             }
             Err(_) => {
@@ -342,39 +340,40 @@ impl Sleep {
     /// Frees the wheel entry, if this sleep still owns one: a registered
     /// sleep whose entry the driver has not fired (and freed).
     fn release(&mut self) {
-        if let (State::Registered { key, .. }, Some(timer)) = (self.state.get(), &self.timer) {
-            let shared = timer.shared();
-            if self.progress(shared) != Progress::Fired {
-                shared.cancel(key, self.state.deadline());
-            }
+        if let (State::Registered { key, .. }, Some(shard)) = (self.state.get(), &self.shard) {
+            shard.cancel(key);
         }
     }
 
-    /// How far `shared`, this sleep's timer, has got with its entry.
+    /// Whether `shard`, this sleep's, has certainly not fired its entry, as
+    /// told without the lock.
     #[inline]
-    fn progress(&self, shared: &Shared) -> Progress {
+    fn surely_pending(&self, shard: &Shard) -> bool {
         // `near_deadline` is the cheap half; the whole deadline is only
-        // assembled when `progress` needs its tick (more than 292 years
-        // from the base).
-        shared.progress(self.state.near_deadline(), || self.state.deadline())
+        // assembled for one more than 292 years from the base.
+        shard.surely_pending(self.state.near_deadline(), || self.state.deadline())
     }
 
     /// The time on this sleep's timer's clock (`Instant::now()` before a
     /// default-timer sleep is bound).
     pub(crate) fn now(&self) -> Instant {
-        self.timer.as_ref().map_or_else(Instant::now, Timer::now)
+        self.shard
+            .as_ref()
+            .map_or_else(Instant::now, |shard| shard.now())
     }
 
     /// The tick of this sleep's timer (the default timer's before it is bound).
     pub(crate) fn tick(&self) -> Duration {
-        self.timer.as_ref().map_or(crate::DEFAULT_TICK, Timer::tick)
+        self.shard
+            .as_ref()
+            .map_or(crate::DEFAULT_TICK, |shard| shard.clock().tick())
     }
 }
 
 /// The deadline, the state (`unregistered`: not yet polled, or reset
 /// since it completed; `pending`; `fired`: due, completing at its next poll;
-/// `completed`) and the timer (`default` before a default-timer sleep is
-/// bound to its runtime's timer).
+/// `completed`) and its timer's tick (or, before a default-timer sleep is
+/// bound to its runtime's timer, `timer: default, not yet bound`).
 impl std::fmt::Debug for Sleep {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let state = match self.state.get() {
@@ -388,23 +387,11 @@ impl std::fmt::Debug for Sleep {
         debug
             .field("deadline", &self.deadline())
             .field("state", &state);
-        match &self.timer {
-            Some(timer) => debug.field("timer", timer),
-            None => debug.field("timer", &format_args!("default")),
+        match &self.shard {
+            Some(shard) => debug.field("tick", &shard.clock().tick()),
+            None => debug.field("timer", &format_args!("default, not yet bound")),
         };
         debug.finish()
-    }
-}
-
-/// The state of a fired sleep reset to `deadline` (at `tick`): registered
-/// again, with no waker (firing took it).
-fn rearmed(shared: &Shared, deadline: Deadline, tick: u64, passed: bool) -> State {
-    match shared.rearm(deadline, tick, passed) {
-        Registration::Pending(key, waker) => State::Registered { key, waker },
-        Registration::Elapsed => State::Fired,
-        // Shut down or full: the next poll registers again and panics,
-        // saying which.
-        Registration::Refused(_) => State::Idle,
     }
 }
 
@@ -462,18 +449,11 @@ impl Sleep {
                 Poll::Ready(())
             }
             State::Registered { key, waker } => {
-                let timer = self.timer.as_ref().expect("a registered sleep has a timer");
-                let shared = timer.shared();
-                let id = WakerId::of(cx.waker());
-                match self.progress(shared) {
-                    Progress::NotFired if waker == Some(id) => return Poll::Pending,
-                    Progress::Fired => {
-                        self.state.set(State::Elapsed);
-                        return Poll::Ready(());
-                    }
-                    _ => {}
+                let shard = self.shard.as_ref().expect("a registered sleep has a shard");
+                if waker == Some(WakerId::of(cx.waker())) && self.surely_pending(shard) {
+                    return Poll::Pending;
                 }
-                match shared.poll_entry(key, self.state.deadline(), cx.waker()) {
+                match shard.poll(key, self.state.deadline(), cx.waker()) {
                     Polled::Pending(held) => {
                         self.state.set(State::Registered {
                             key,
@@ -490,9 +470,9 @@ impl Sleep {
             }
             State::Idle => {
                 let deadline = self.state.deadline();
-                if self.timer.is_none() {
-                    match Timer::try_current() {
-                        Ok(timer) => self.timer = Some(timer),
+                if self.shard.is_none() {
+                    match registry::default_shard() {
+                        Ok(shard) => self.shard = Some(shard),
                         // Due already: no timer is needed to say so.
                         Err(_) if deadline.reached_by(Instant::now()) => {
                             self.state.set(State::Elapsed);
@@ -501,9 +481,9 @@ impl Sleep {
                         Err(e) => no_default_timer(e),
                     }
                 }
-                let shared = self.timer.as_ref().expect("bound above").shared();
-                let tick = shared.clock().tick_of(deadline);
-                match shared.register(deadline, tick, Some(cx.waker())) {
+                let shard = self.shard.as_ref().expect("bound above");
+                let tick = shard.clock().tick_of(deadline);
+                match shard.register(deadline, tick, Some(cx.waker()), false, false) {
                     Registration::Pending(key, held) => {
                         self.state.set(State::Registered { key, waker: held });
                         Poll::Pending

@@ -9,9 +9,9 @@
 //! Every entry lives in one [`Slab`]. Slots and the due list hold only keys
 //! (a head and a tail per list, `prev`/`next` in the entries). `pop_expired`
 //! leaves an expired entry in the slab, [`Place::Unlinked`], until its owner
-//! removes it (a `DelayQueue` keeps it so that the key stays valid until
-//! the value is taken); the driver uses `pop_expired_value`, which frees it
-//! at once. The generation in [`Key`] guards the handles that outlive their
+//! removes it: a `DelayQueue` keeps it so that the key stays valid until the
+//! value is taken, the driver so that a `Sleep`'s key names its own entry
+//! until the `Sleep` frees it (a callback's it removes at once). The generation in [`Key`] guards the handles that outlive their
 //! entries: a lookup with a stale key finds nothing, unless a multiple of
 //! 2^32 - 1 insertions came between (see `memory.rs`). The driver cancels
 //! with `discard`, which marks an entry and unlinks it later with a batch
@@ -283,12 +283,24 @@ impl<T> Wheel<T> {
 
     /// Whether the entry is still waiting for its deadline (`Some(false)`
     /// once `pop_expired` has handed it out or `reset` found it due).
-    #[cfg(test)]
     pub(crate) fn is_scheduled(&self, key: Key) -> Option<bool> {
         self.entry(key).map(|entry| entry.place != Place::Unlinked)
     }
 
+    /// The earliest deadline of a scheduled entry: O(entries), for the
+    /// loom models.
+    #[cfg(all(test, loom))]
+    pub(crate) fn earliest_deadline(&self) -> Option<u64> {
+        self.entries
+            .iter()
+            .filter(|(_, entry)| entry.place != Place::Unlinked)
+            .filter(|(_, entry)| entry.generation != discard::DISCARDED)
+            .map(|(_, entry)| entry.deadline)
+            .min()
+    }
+
     /// The entry's deadline in ticks.
+    #[cfg(test)]
     pub(crate) fn deadline(&self, key: Key) -> Option<u64> {
         self.entry(key).map(|entry| entry.deadline)
     }
@@ -364,16 +376,6 @@ impl<T> Wheel<T> {
                 }
             }
         }
-    }
-
-    /// Like [`pop_expired`](Wheel::pop_expired), but removes the entry too
-    /// and returns its value: what the driver does with everything due.
-    pub(crate) fn pop_expired_value(&mut self, now: u64) -> Option<T> {
-        let key = self.pop_expired(now)?;
-        // Unlinked already: only the slab slot is left to free.
-        let value = self.entries.remove(key.index as usize).value;
-        self.note_removal();
-        Some(value)
     }
 
     /// The lowest non-empty level and its first non-empty slot.

@@ -1,0 +1,473 @@
+//! [`Shard`]: one wheel behind its own lock, with its own alarm; and what a
+//! `Sleep` or a callback does to it. See the driver's design notes.
+
+use std::task::Waker;
+
+use tokio::time::Instant;
+
+use super::alarm::{Alarm, Source};
+use super::job::{held_waker, Callback, CallbackState, Fire, Job, WakerId};
+use super::{Clock, Deadline, Geometry, KEY_GENERATION_BITS, NEVER};
+use crate::error::Error;
+use crate::sync::{Arc, AtomicBool, AtomicI64, AtomicU64, Mutex, MutexGuard, Ordering};
+use crate::wheel::{Key, Wheel};
+use crate::Stats;
+
+/// A wheel, its promise and its alarm, behind one lock, on cache lines of
+/// its own: the part of a timer that one thread (its home) works on.
+#[repr(align(128))]
+pub(crate) struct Shard {
+    inner: Mutex<Inner>,
+    /// No entry due after this deadline has fired: see "Polling without the
+    /// lock". As [`Clock::deadline_at`] of [`published`](Shard::published),
+    /// so that a `Sleep`, which keeps its deadline, compares without
+    /// dividing.
+    pub(super) published_at: AtomicI64,
+    /// `published_at`'s tick, for the deadlines beyond `i64` nanoseconds.
+    pub(super) published: AtomicU64,
+    /// Set once, under the lock, by shutdown: readable without it.
+    pub(super) shut_down: AtomicBool,
+    /// Wakers and callbacks that panicked when fired.
+    pub(super) panicked: AtomicU64,
+    /// Callbacks claimed to run, counted where they run, outside the lock
+    /// (until then a cancel can still stop them).
+    pub(super) callbacks_fired: AtomicU64,
+    pub(super) clock: Clock,
+    pub(super) source: Source,
+    max_pending: usize,
+    /// Entries the shard may hold: a key's index is 32 bits.
+    pub(super) capacity: usize,
+}
+
+/// A shard's state, under its lock.
+pub(super) struct Inner {
+    pub(super) wheel: Wheel<Job>,
+    /// The promise: a pass will look at this wheel by this tick (`NEVER`:
+    /// nothing is asked for). The alarm is armed for it, or a pass is under
+    /// way that will arm it.
+    pub(super) wake_at: u64,
+    pub(super) alarm: Alarm,
+    pub(super) shut_down: bool,
+    pub(super) fired: u64,
+    pub(super) cancelled: u64,
+    /// Callbacks pending, and the shard's hold on itself while there are
+    /// any on a runtime (a callback with no handle left still runs).
+    pub(super) callbacks: usize,
+    pub(super) keep_alive: Option<Arc<Shard>>,
+    /// Callbacks ever scheduled here: see `CallbackState::run_order`.
+    callbacks_scheduled: u64,
+    /// The waker of the timer's sentinel task, woken when the shard goes.
+    pub(super) sentinel: Option<Waker>,
+}
+
+/// What registering a deadline led to.
+#[derive(Debug)]
+pub(crate) enum Registration {
+    /// In the wheel, under this key, its entry holding a clone of the
+    /// registering waker with this identity (`None`: no waker was given).
+    Pending(Key, Option<WakerId>),
+    /// Due already: complete now.
+    Elapsed,
+    /// The timer refused it.
+    Refused(Error),
+}
+
+/// What [`Shard::poll`] found.
+#[derive(Debug)]
+pub(crate) enum Polled {
+    /// Still pending; the entry holds the waker with this identity.
+    Pending(WakerId),
+    /// Fired (or due by the clock on a timer shut down): complete.
+    Ready,
+    /// Not due, on a timer that has shut down: it can never complete.
+    Refused(Error),
+}
+
+/// What [`Shard::reset`] did with a `Sleep`'s entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reset {
+    /// Moved; still pending. `holds_waker`: the entry still has the waker
+    /// the `Sleep` last left in it.
+    Pending { holds_waker: bool },
+    /// The new deadline is due already: the entry is freed and its waker
+    /// woken, and the sleep completes.
+    Fired,
+}
+
+impl Shard {
+    pub(super) fn new(geometry: &Geometry, source: Source, alarm: Alarm) -> Shard {
+        let mut wheel = Wheel::new(geometry.slots_per_level);
+        wheel.limit_generations(KEY_GENERATION_BITS);
+        Shard {
+            inner: Mutex::new(Inner {
+                wheel,
+                wake_at: NEVER,
+                alarm,
+                shut_down: false,
+                fired: 0,
+                cancelled: 0,
+                callbacks: 0,
+                keep_alive: None,
+                callbacks_scheduled: 0,
+                sentinel: None,
+            }),
+            published_at: AtomicI64::new(geometry.clock.deadline_at(0)),
+            published: AtomicU64::new(0),
+            shut_down: AtomicBool::new(false),
+            panicked: AtomicU64::new(0),
+            callbacks_fired: AtomicU64::new(0),
+            clock: geometry.clock,
+            source,
+            max_pending: geometry.max_pending,
+            capacity: u32::MAX as usize,
+        }
+    }
+
+    pub(super) fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock()
+    }
+
+    pub(crate) fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    /// The shard's clock: its timer's (see [`Source`]).
+    pub(crate) fn now(&self) -> Instant {
+        self.source.now()
+    }
+
+    pub(crate) fn is_shut_down(&self) -> bool {
+        self.shut_down.load(Ordering::Acquire)
+    }
+
+    /// Puts a `Sleep`'s entry in this wheel for `deadline` (whose tick is
+    /// `tick`), holding a clone of `waker`, if any yet.
+    ///
+    /// The common path reads no clock: a tick the wheel has processed is
+    /// `Elapsed` at once, any other is inserted. Only the new earliest
+    /// deadline, which must re-arm the alarm, reads the clock first: if its
+    /// tick has come, it completes here and touches neither the wheel nor
+    /// the alarm, as tokio's does with a tick its driver has processed. A deadline that has passed behind an earlier
+    /// pending one fires with that one's alarm: late by at most a tick,
+    /// never early. With `count_elapsed`, completing at once counts as a fire
+    /// (a fired sleep reset into the past); `passed` (the caller read the
+    /// clock) makes it `Elapsed`.
+    pub(crate) fn register(
+        self: &Arc<Self>,
+        deadline: Deadline,
+        tick: u64,
+        waker: Option<&Waker>,
+        count_elapsed: bool,
+        passed: bool,
+    ) -> Registration {
+        debug_assert_eq!(tick, self.clock.tick_of(deadline));
+        let mut inner = self.lock();
+        if passed || tick <= inner.wheel.elapsed() || self.reached(deadline) {
+            inner.fired += u64::from(count_elapsed);
+            return Registration::Elapsed;
+        }
+        if let Err(refused) = inner.admit(self.max_pending, self.capacity) {
+            // Cold: a deadline already passed still completes on a timer
+            // that can no longer fire anything.
+            if deadline.reached_by(self.now()) {
+                inner.fired += u64::from(count_elapsed);
+                return Registration::Elapsed;
+            }
+            return Registration::Refused(refused);
+        }
+        let pulls_in = tick < inner.wake_at;
+        if pulls_in && self.has_come(tick) {
+            inner.fired += u64::from(count_elapsed);
+            return Registration::Elapsed;
+        }
+        let (job, held) = Job::wake(waker);
+        let key = inner.wheel.insert(tick, job);
+        if pulls_in {
+            inner.pull_in(tick, self);
+        }
+        Registration::Pending(key, held)
+    }
+
+    /// Whether a manual clock has reached `deadline`: a sleep first polled,
+    /// or reset, once a manual clock is at its deadline completes at once,
+    /// exactly, not at the end of its tick (see `Builder::manual`). A
+    /// runtime timer's clock is not read here.
+    #[inline]
+    fn reached(&self, deadline: Deadline) -> bool {
+        self.source.is_manual() && self.manual_reached(deadline)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn manual_reached(&self, deadline: Deadline) -> bool {
+        deadline.reached_by(self.now())
+    }
+
+    /// Whether the clock has reached the start of `tick`: then a deadline
+    /// at that tick has passed. Read only by a registration that pulls the
+    /// promise in, whose tick the wheel may lag behind.
+    fn has_come(&self, tick: u64) -> bool {
+        tick <= self.clock.now_tick(self.now())
+    }
+
+    /// Checks a `Sleep`'s entry: `Ready` once it has fired (and frees it),
+    /// otherwise stores a clone of `waker` unless the one held already
+    /// `will_wake` it, and says which one the entry holds now.
+    pub(crate) fn poll(&self, key: Key, deadline: Deadline, waker: &Waker) -> Polled {
+        let mut inner = self.lock();
+        if inner.wheel.is_scheduled(key) != Some(true) {
+            // Fired: the entry is the sleep's to free.
+            let job = inner.wheel.remove(key);
+            drop(inner);
+            drop(job);
+            return Polled::Ready;
+        }
+        if inner.shut_down {
+            // Cold. Due by the clock, though no pass got to it (the shutdown
+            // came first): it completes, as a sleep made now with that
+            // deadline would, exactly (not by ticks).
+            if !deadline.reached_by(self.now()) {
+                return Polled::Refused(Error::shut_down());
+            }
+            let job = inner.wheel.remove(key);
+            inner.fired += 1;
+            drop(inner);
+            drop(job);
+            return Polled::Ready;
+        }
+        let Some(Job::Wake(slot)) = inner.wheel.value_mut(key) else {
+            unreachable!("a Sleep's key names its own entry")
+        };
+        let old = (!slot.will_wake(waker)).then(|| std::mem::replace(slot, waker.clone()));
+        let held = WakerId::of(slot);
+        drop(inner);
+        drop(old);
+        Polled::Pending(held)
+    }
+
+    /// Whether a `Sleep`'s entry has fired, or is due by the clock on a
+    /// timer that has shut down, so that its next poll completes it.
+    pub(crate) fn has_fired(&self, key: Key, deadline: Deadline) -> bool {
+        let inner = self.lock();
+        inner.wheel.is_scheduled(key) != Some(true)
+            || (inner.shut_down && deadline.reached_by(self.now()))
+    }
+
+    /// Frees the entry of a `Sleep` that is dropped, or reset to be
+    /// registered afresh: counted cancelled if it had not fired. A pending
+    /// entry's waker goes now, its slot with a batch of others (see
+    /// `wheel/discard.rs`).
+    pub(crate) fn cancel(&self, key: Key) {
+        let mut inner = self.lock();
+        let pending = inner.wheel.is_scheduled(key) == Some(true);
+        let job = inner.wheel.discard(key);
+        inner.cancelled += u64::from(pending && job.is_some());
+        drop(inner);
+        drop(job);
+    }
+
+    /// Moves a `Sleep`'s entry, pending or fired, to `deadline` (whose tick
+    /// is `tick`), keeping the waker a pending one holds. A deadline already
+    /// due (`passed`, a tick processed, or, as in `register`, the new
+    /// earliest with its tick come) fires the entry now: it is freed and its
+    /// waker woken. After shutdown a pending entry is still moved (only
+    /// the alarm is left alone), so its next poll reports the shutdown,
+    /// unless the new deadline has passed by the clock.
+    pub(crate) fn reset(
+        self: &Arc<Self>,
+        key: Key,
+        deadline: Deadline,
+        tick: u64,
+        passed: bool,
+    ) -> Reset {
+        debug_assert_eq!(tick, self.clock.tick_of(deadline));
+        let mut inner = self.lock();
+        let pulls_in = tick < inner.wake_at && !inner.shut_down;
+        let due = passed
+            || tick <= inner.wheel.elapsed()
+            || self.reached(deadline)
+            || (pulls_in && self.has_come(tick))
+            || (inner.shut_down && deadline.reached_by(self.now()));
+        if due {
+            let job = inner.wheel.remove(key);
+            inner.fired += 1;
+            drop(inner);
+            if let Some(Job::Wake(waker)) = job {
+                if let Some(waker) = held_waker(waker) {
+                    self.fire(Fire::Wake(waker));
+                }
+            }
+            return Reset::Fired;
+        }
+        // A pending entry holds the waker its `Sleep` last left in it; a
+        // fired one gave it up to be woken.
+        let holds_waker = inner.wheel.is_scheduled(key) == Some(true);
+        let scheduled = inner.wheel.reset(key, tick);
+        debug_assert_eq!(scheduled, Some(true), "a Sleep's key names its own entry");
+        if pulls_in {
+            inner.pull_in(tick, self);
+        }
+        Reset::Pending { holds_waker }
+    }
+
+    /// Schedules `run` for `deadline`. A deadline whose tick has already
+    /// been processed runs at the next tick: never early, never on the
+    /// caller's stack (a pass runs it: the alarm's, or one `kick`ed).
+    pub(crate) fn schedule(
+        self: &Arc<Self>,
+        deadline: Instant,
+        run: Box<dyn FnOnce() + Send>,
+    ) -> Result<(Key, Arc<CallbackState>), Error> {
+        let mut inner = self.lock();
+        if let Err(refused) = inner.admit(self.max_pending, self.capacity) {
+            drop(inner);
+            drop(run);
+            return Err(refused);
+        }
+        inner.callbacks += 1;
+        if !self.source.is_manual() && inner.keep_alive.is_none() {
+            inner.keep_alive = Some(Arc::clone(self));
+        }
+        inner.callbacks_scheduled += 1;
+        let state = Arc::new(CallbackState::new(deadline, inner.callbacks_scheduled));
+        let callback = Box::new(Callback {
+            run,
+            state: state.clone(),
+        });
+        let tick = self
+            .clock
+            .deadline_tick(deadline)
+            .max(inner.wheel.elapsed().saturating_add(1));
+        let key = inner.wheel.insert(tick, Job::Call(callback));
+        if tick < inner.wake_at {
+            // Come already by the clock: run on the runtime at once, as a
+            // sleep completes at once, not when tokio's millisecond comes.
+            if self.has_come(tick) {
+                inner.wake_at = tick;
+                inner.alarm.kick(self, &self.source);
+            } else {
+                inner.pull_in(tick, self);
+            }
+        }
+        Ok((key, state))
+    }
+
+    /// Cancels a pending callback; `true` if that stopped it from running.
+    ///
+    /// A `PENDING` callback is in the wheel, or in a pass's batch (taken out
+    /// but not yet claimed to run). Under this lock, which the pass takes
+    /// entries out under, the two cannot change places. Winning the phase
+    /// stops it either way; only one still in the wheel is freed and
+    /// uncounted here, since the pass uncounted one it took.
+    pub(crate) fn cancel_callback(&self, key: Key, state: &CallbackState) -> bool {
+        let mut inner = self.lock();
+        // Run (or running), cancelled, or handed back by a shutdown.
+        if !state.try_cancel() {
+            return false;
+        }
+        inner.cancelled += 1;
+        // Still in the wheel only if its slot holds this very callback: once
+        // a pass has removed it, the slot may hold a newer entry whose
+        // generation has come round to the key's.
+        let in_wheel = matches!(
+            inner.wheel.value(key),
+            Some(Job::Call(callback)) if std::ptr::eq(Arc::as_ptr(&callback.state), state)
+        );
+        if !in_wheel {
+            // In a batch: the pass drops it unrun.
+            return true;
+        }
+        let job = inner.wheel.discard(key);
+        let keep_alive = inner.callback_done();
+        drop(inner);
+        // The closure is dropped after the lock and the count, in case its
+        // drop panics.
+        drop(job);
+        drop(keep_alive);
+        true
+    }
+
+    /// Adds this shard's counters to `stats`.
+    pub(super) fn add_stats(&self, stats: &mut Stats) {
+        let mut inner = self.lock();
+        // Entries discarded and not yet flushed are no longer in use: free
+        // them, so that `entries` (and the slab) show it.
+        inner.wheel.flush_discarded();
+        stats.pending += inner.wheel.scheduled();
+        stats.entries += inner.wheel.len();
+        stats.levels = stats.levels.max(inner.wheel.levels());
+        stats.fired += inner.fired + self.callbacks_fired.load(Ordering::Relaxed);
+        stats.cancelled += inner.cancelled;
+        stats.callbacks += inner.callbacks;
+        stats.panicked += self.panicked.load(Ordering::Relaxed);
+        stats.allocated_entries += inner.wheel.allocated_entries();
+        stats.level_bytes += inner.wheel.level_bytes();
+    }
+
+    /// Stores the sentinel's waker; `false` if the shard has shut down.
+    pub(super) fn watch(&self, waker: &Waker) -> bool {
+        let mut inner = self.lock();
+        if inner.shut_down {
+            return false;
+        }
+        match &inner.sentinel {
+            Some(held) if held.will_wake(waker) => {}
+            _ => inner.sentinel = Some(waker.clone()),
+        }
+        true
+    }
+}
+
+impl Drop for Shard {
+    fn drop(&mut self) {
+        // The sentinel finishes once every shard of its timer is gone.
+        if let Some(waker) = self.inner.get_mut().sentinel.take() {
+            waker.wake();
+        }
+    }
+}
+
+impl Inner {
+    /// Refuses new work on a shut-down or full shard.
+    fn admit(&mut self, max_pending: usize, capacity: usize) -> Result<(), Error> {
+        if self.shut_down {
+            Err(Error::shut_down())
+        } else if self.wheel.scheduled() >= max_pending {
+            Err(Error::at_capacity(max_pending))
+        } else if self.wheel.len() >= capacity && self.full_after_flush(capacity) {
+            Err(Error::shard_full(capacity))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Whether the slab is still full once discarded entries are freed:
+    /// they hold slab indices until flushed, and must not make a shard
+    /// refuse work it has room for.
+    #[cold]
+    fn full_after_flush(&mut self, capacity: usize) -> bool {
+        self.wheel.flush_discarded();
+        self.wheel.len() >= capacity
+    }
+
+    /// Moves the promise up to `tick`, earlier than it was, and arms the
+    /// alarm for it. If the alarm finds that moment already past (tokio's
+    /// clock moved on after the caller read it), a pass is `kick`ed instead.
+    fn pull_in(&mut self, tick: u64, shard: &Arc<Shard>) {
+        self.wake_at = tick;
+        if self.alarm.arm(tick, &shard.clock, &shard.source).is_ready() {
+            self.alarm.kick(shard, &shard.source);
+        }
+    }
+
+    /// One callback fewer; returns the shard's hold on itself, to drop
+    /// outside the lock, when none is left.
+    pub(super) fn callback_done(&mut self) -> Option<Arc<Shard>> {
+        self.callbacks -= 1;
+        if self.callbacks == 0 {
+            self.keep_alive.take()
+        } else {
+            None
+        }
+    }
+}

@@ -1,0 +1,208 @@
+//! Bounded work per call: a poll, reset, drop or schedule does its own work
+//! and returns. It never wakes another task or runs a callback; the timer's
+//! alarm (where tokio fires its timers) does that, and a registration whose
+//! own deadline has passed completes itself, as tokio's does.
+//!
+//! To make the wheel lag tokio's clock, so that timers are overdue when a
+//! registration comes, the tests move the paused clock with one poll of
+//! `tokio::time::advance` inside `rt.enter()`, which runs no task and fires
+//! no tokio timer: the state of a runtime busy past its timers' deadlines.
+
+mod common;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+
+use common::paused_rt;
+use tokio::runtime::Runtime;
+use wheel::Timer;
+
+fn us(n: u64) -> Duration {
+    Duration::from_micros(n)
+}
+
+/// Moves `rt`'s paused clock by `by` without driving the runtime: the first
+/// poll of `tokio::time::advance` moves the clock at once.
+fn move_clock(rt: &Runtime, by: Duration) {
+    let _in_rt = rt.enter();
+    let mut advance = Box::pin(tokio::time::advance(by));
+    let _ = advance
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()));
+}
+
+/// Lets the runtime park once, which fires its due timers (the alarm).
+fn run_timers(rt: &Runtime) {
+    rt.block_on(async { tokio::time::sleep(Duration::from_millis(1)).await });
+}
+
+fn poll_once<F: Future + Unpin>(future: &mut F, waker: &Waker) -> Poll<F::Output> {
+    Pin::new(future).poll(&mut Context::from_waker(waker))
+}
+
+/// Counts the wakes of every sleep polled with it.
+struct Wakes(AtomicUsize);
+
+impl Wake for Wakes {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// 100,000 sleeps overdue (the runtime was busy past their deadlines); a new
+/// sleep, due earlier than all of them and passed too, is polled: it
+/// completes at once, and its poll wakes no one else. (Before, it pulled the
+/// alarm in and ran a whole pass on its caller's stack: 100,000 wakers.) A
+/// reset and a callback scheduled then wake no one either; the runtime's
+/// next turn wakes each overdue sleep once.
+#[test]
+fn a_poll_among_100_000_overdue_sleeps_wakes_no_one_else() {
+    let rt = paused_rt();
+    let timer = rt.block_on(async { Timer::builder().build().unwrap() });
+    let start = timer.now();
+    let wakes = Arc::new(Wakes(AtomicUsize::new(0)));
+    let waker = Waker::from(wakes.clone());
+    let mut overdue: Vec<_> = (0..100_000u64)
+        .map(|i| timer.sleep_until(start + us(1_000 + i % 1_000)))
+        .collect();
+    for sleep in &mut overdue {
+        assert!(poll_once(sleep, &waker).is_pending());
+    }
+    move_clock(&rt, Duration::from_millis(10));
+
+    let mut new = timer.sleep_until(start + us(250));
+    assert!(
+        poll_once(&mut new, Waker::noop()).is_ready(),
+        "its deadline passed"
+    );
+    let mut later = timer.sleep_until(start + Duration::from_millis(20));
+    assert!(poll_once(&mut later, Waker::noop()).is_pending());
+    Pin::new(&mut overdue[0]).reset(start + us(500));
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = ran.clone();
+    timer.schedule_at(start + us(125), move || flag.store(true, Ordering::SeqCst));
+    assert_eq!(
+        wakes.0.load(Ordering::SeqCst),
+        1,
+        "only the reset sleep's own"
+    );
+    assert!(
+        !ran.load(Ordering::SeqCst),
+        "a callback ran inside schedule"
+    );
+
+    run_timers(&rt);
+    assert_eq!(wakes.0.load(Ordering::SeqCst), 100_000);
+    assert!(ran.load(Ordering::SeqCst));
+    assert!(overdue.iter().all(wheel::Sleep::is_elapsed));
+}
+
+/// A callback whose tick has passed when it is scheduled (the wheel lagging
+/// tokio's clock) runs on the runtime, not inside `schedule`, and a sleep
+/// registered then does not run it either.
+#[test]
+fn a_callback_due_at_once_runs_on_the_runtime_never_inline() {
+    let rt = paused_rt();
+    let timer = rt.block_on(async { Timer::builder().build().unwrap() });
+    let start = timer.now();
+    move_clock(&rt, us(500));
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = ran.clone();
+    let handle = timer.schedule_at(start + us(250), move || flag.store(true, Ordering::SeqCst));
+    let mut early = timer.sleep_until(start + us(125));
+    assert!(poll_once(&mut early, Waker::noop()).is_ready());
+    assert!(!ran.load(Ordering::SeqCst), "run inline");
+    assert_eq!(timer.stats().callbacks, 1);
+    // The runtime's next turn runs it, without time passing.
+    rt.block_on(tokio::task::yield_now());
+    assert!(ran.load(Ordering::SeqCst) && handle.is_expired());
+    assert_eq!(timer.stats().callbacks, 0);
+}
+
+/// A runtime shutting down while callbacks are due and unrun leaks nothing:
+/// the shutdown drops them (the runtime's own shutdown hands them back to
+/// no one), and the timer holds itself no longer.
+#[test]
+fn a_runtime_shutting_down_with_callbacks_due_leaks_nothing() {
+    let rt = paused_rt();
+    let token = Arc::new(());
+    let (timer, handle) = rt.block_on(async {
+        let timer = Timer::builder().build().unwrap();
+        let held = token.clone();
+        let handle = timer.schedule(us(250), move || drop(held));
+        (timer, handle)
+    });
+    move_clock(&rt, us(500));
+    drop(rt);
+    assert!(timer.is_shut_down() && handle.is_cancelled());
+    assert_eq!(timer.stats().callbacks, 0);
+    drop((timer, handle));
+    assert_eq!(Arc::strong_count(&token), 1, "the closure was never freed");
+}
+
+/// `Stats::fired` counts since the timer was built, so it never goes down:
+/// a sleep that completes at its first poll is no fire, and a reader inside
+/// the pass (a waker the pass wakes) sees what a reader after it sees.
+#[test]
+fn stats_fired_never_goes_down() {
+    struct Recorder(Timer, Mutex<Vec<u64>>);
+    impl Wake for Recorder {
+        fn wake(self: Arc<Self>) {
+            let fired = self.0.stats().fired;
+            self.1.lock().unwrap().push(fired);
+        }
+    }
+    let rt = paused_rt();
+    let timer = rt.block_on(async { Timer::builder().build().unwrap() });
+    let start = timer.now();
+    let recorder = Arc::new(Recorder(timer.clone(), Mutex::new(Vec::new())));
+    let waker = Waker::from(recorder.clone());
+    let mut watched = timer.sleep_until(start + us(375));
+    assert!(poll_once(&mut watched, &waker).is_pending());
+    move_clock(&rt, us(500));
+    let mut early = timer.sleep_until(start + us(125));
+    assert!(poll_once(&mut early, Waker::noop()).is_ready());
+    assert_eq!(timer.stats().fired, 0, "a first poll completing is no fire");
+    run_timers(&rt);
+    let seen_in_the_pass = recorder.1.lock().unwrap()[0];
+    assert_eq!((seen_in_the_pass, timer.stats().fired), (1, 1));
+    drop(waker);
+}
+
+/// The runtime's shutdown drops the callbacks that never ran after waking
+/// every pending sleep, each drop on its own: a closure whose drop panics
+/// is counted and leaves no sleep unwoken.
+#[test]
+fn a_closure_panicking_on_drop_in_shutdown_leaves_no_sleep_unwoken() {
+    struct Bomb;
+    impl Drop for Bomb {
+        fn drop(&mut self) {
+            panic!("the closure's drop panics");
+        }
+    }
+    let rt = paused_rt();
+    let timer = rt.block_on(async { Timer::builder().build().unwrap() });
+    let mut pending = tokio_test::task::spawn(timer.sleep(Duration::from_secs(3600)));
+    assert!(pending.poll().is_pending());
+    let bomb = Bomb;
+    let _handle = timer.schedule(Duration::from_secs(60), move || drop(bomb));
+    let kept = Arc::new(());
+    let held = kept.clone();
+    let _other = timer.schedule(Duration::from_secs(60), move || drop(held));
+    drop(rt);
+    assert!(
+        pending.is_woken(),
+        "a sleep pending at shutdown was not woken"
+    );
+    let stats = timer.stats();
+    assert_eq!((stats.panicked, stats.callbacks), (1, 0), "{stats:?}");
+    assert_eq!(
+        Arc::strong_count(&kept),
+        1,
+        "the other closure was not dropped"
+    );
+}
