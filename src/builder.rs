@@ -155,7 +155,7 @@ impl Builder {
     /// own lock and with its own tokio timer: a power of two from 1 to 64.
     /// Each thread registers in one shard (the first threads to use a timer
     /// each get their own), so the workers of a multi-thread runtime create,
-    /// poll and cancel timers without touching one another's memory. Any
+    /// poll and cancel timers without writing one another's memory. Any
     /// thread can poll or cancel any timer; one made on another thread costs
     /// a little more.
     ///

@@ -22,12 +22,10 @@
 //!   replaced, since its deadline would otherwise be read on a clock other
 //!   than the one hyper took it from.
 //!
-//! The boxed type is the private [`HyperSleep`] rather than [`Sleep`] itself
-//! because that check needs to know which timer a sleep belongs to, which
-//! [`Sleep`] does not say. The wrapper remembers the address of its timer's
-//! shared state: a plain number, compared and never dereferenced. While the
-//! sleep lives it keeps its timer alive, so no other live timer can have
-//! that address.
+//! A sleep belongs to this timer if the shard it holds is one of the
+//! timer's: the sleep keeps that shard alive, so no other timer can have it.
+//! The boxed type is the private [`HyperSleep`] rather than [`Sleep`], so
+//! that `reset` can find the `Sleep` behind hyper's trait object.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -93,12 +91,14 @@ use crate::{Sleep, Timer};
 #[cfg_attr(docsrs, doc(cfg(feature = "hyper")))]
 impl ::hyper::rt::Timer for Timer {
     fn sleep(&self, duration: Duration) -> Pin<Box<dyn ::hyper::rt::Sleep>> {
-        Box::pin(HyperSleep::new(self, Timer::sleep(self, duration)))
+        Box::pin(HyperSleep {
+            sleep: Timer::sleep(self, duration),
+        })
     }
 
     fn sleep_until(&self, deadline: StdInstant) -> Pin<Box<dyn ::hyper::rt::Sleep>> {
         let sleep = Timer::sleep_until(self, Instant::from_std(deadline));
-        Box::pin(HyperSleep::new(self, sleep))
+        Box::pin(HyperSleep { sleep })
     }
 
     fn now(&self) -> StdInstant {
@@ -107,7 +107,12 @@ impl ::hyper::rt::Timer for Timer {
 
     fn reset(&self, sleep: &mut Pin<Box<dyn ::hyper::rt::Sleep>>, new_deadline: StdInstant) {
         match sleep.as_mut().downcast_mut_pin::<HyperSleep>() {
-            Some(ours) if ours.timer == timer_id(self) => {
+            Some(ours)
+                if ours
+                    .sleep
+                    .shard()
+                    .is_some_and(|shard| self.driver().owns(shard)) =>
+            {
                 let ours = Pin::into_inner(ours);
                 Pin::new(&mut ours.sleep).reset(Instant::from_std(new_deadline));
             }
@@ -116,28 +121,10 @@ impl ::hyper::rt::Timer for Timer {
     }
 }
 
-/// A [`Sleep`] as hyper holds it, with the identity of its timer (see the
-/// module's comment).
+/// A [`Sleep`] as hyper holds it (see the module's comment).
 #[derive(Debug)]
 struct HyperSleep {
     sleep: Sleep,
-    /// [`timer_id`] of the timer `sleep` belongs to.
-    timer: usize,
-}
-
-impl HyperSleep {
-    fn new(timer: &Timer, sleep: Sleep) -> HyperSleep {
-        HyperSleep {
-            sleep,
-            timer: timer_id(timer),
-        }
-    }
-}
-
-/// The address of a timer's shared state: equal for two handles of the
-/// same timer, and distinct between timers that are alive at once.
-fn timer_id(timer: &Timer) -> usize {
-    std::ptr::from_ref(timer.driver()) as usize
 }
 
 impl Future for HyperSleep {

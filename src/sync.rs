@@ -6,10 +6,11 @@
 //! real driver code. `Arc` and `Weak` stay std's even then: loom's `Arc` has
 //! no `Weak`, and reference counts are not the races the models are about.
 //!
-//! The mutex ignores poisoning: nothing that can panic runs while the
-//! driver's lock is held except `Waker::clone`/`will_wake`, and both run
-//! before any state is changed, so a poisoned lock still guards consistent
-//! state.
+//! The mutex ignores poisoning. Under a shard's lock the driver runs
+//! `Waker::clone`/`will_wake` and, on a runtime timer, resets and polls its
+//! tokio alarm (or spawns a task): each before or after the shard's state
+//! is changed as a whole, never midway, so a poisoned lock still guards
+//! consistent state.
 
 pub(crate) use std::sync::{Arc, Weak};
 

@@ -18,9 +18,9 @@ use crate::{Builder, Interval, Sleep, Stats, Timeout, TimerHandle, Unfired};
 /// your own with [`Timer::builder`] to choose the tick and the geometry, or to
 /// keep one subsystem's timers apart from the rest.
 ///
-/// The timer runs on the runtime it was built on: its one tokio timer (the
-/// alarm) is registered there, and when that runtime shuts down the timer
-/// shuts down too (see [`Sleep`] for what a pending sleep does then). It keeps
+/// The timer runs on the runtime it was built on: its tokio timers (one
+/// alarm per shard) are registered there, and when that runtime shuts down
+/// the timer shuts down too (see [`Sleep`] for what a pending sleep does then). It keeps
 /// working while any handle, any of its futures or any pending callback is
 /// alive, and frees everything when the last one is gone. A
 /// [`manual`](Builder::manual) timer needs no runtime: its clock moves only

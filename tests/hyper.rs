@@ -306,6 +306,28 @@ impl Future for Forever {
 
 impl HyperSleep for Forever {}
 
+/// Found by review: a sleep holds its shard, not its timer, so a timer
+/// built after the first was dropped could sit at its address; telling the
+/// timers apart by address, the new one took the old one's sleep for its
+/// own and moved it in place, on the dead timer's clock. A sleep is the
+/// timer's if its shard is, which the sleep keeps alive.
+#[test]
+fn a_sleep_of_a_dropped_timer_is_replaced_not_reset_by_another() {
+    for _ in 0..100 {
+        let first = manual();
+        let mut sleep = HyperTimer::sleep(&first, Duration::from_secs(3600));
+        drop(first);
+        let second = manual();
+        let deadline = HyperTimer::now(&second) + Duration::from_secs(1);
+        HyperTimer::reset(&second, &mut sleep, deadline);
+        second.advance(Duration::from_secs(1));
+        let polled = sleep
+            .as_mut()
+            .poll(&mut Context::from_waker(std::task::Waker::noop()));
+        assert!(polled.is_ready(), "left on the dropped timer's clock");
+    }
+}
+
 #[test]
 fn a_foreign_sleep_is_replaced_by_one_on_the_wheel() {
     let timer = manual();

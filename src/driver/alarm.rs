@@ -9,11 +9,14 @@
 //! fire a shard once the model clock reaches its promise, and run the pass a
 //! [`kick`](Alarm::kick) asked for.
 //!
-//! The tokio `Sleep` is made afresh each time the alarm is armed, never
-//! reset: resetting a registered tokio timer to a moment already past wakes
-//! its waker on the spot, inside the shard's lock, and the waker's pass
-//! would take that lock again. A fresh one just answers `Ready`.
+//! The tokio `Sleep` is made once, with the shard, and reset each time the
+//! alarm is armed: resetting it touches no reference count every worker
+//! shares (making one does: it clones the runtime's handle). Resetting a
+//! registered tokio timer to a moment tokio has already passed calls its
+//! waker on the spot, inside the shard's lock: that wake is recognised
+//! ([`ARMING`]) and runs nothing, and the arming, which sees `Ready`, acts.
 
+use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Wake, Waker};
@@ -79,56 +82,87 @@ impl Source {
 
 /// What calls a shard's pass when its promise comes due.
 pub(crate) enum Alarm {
-    /// A runtime shard's: the tokio timer armed for the promise, if any.
-    Tokio {
-        armed: Option<Pin<Box<tokio::time::Sleep>>>,
-        /// Runs the shard's pass; weak, so an armed alarm does not keep the
-        /// shard alive.
-        waker: Waker,
+    /// A runtime shard's: one tokio timer, reset each time the alarm is
+    /// armed, whose waker runs the shard's pass.
+    Tokio(TokioAlarm),
+    /// A manual shard's: `Timer::advance` runs its passes.
+    #[cfg(not(loom))]
+    Manual,
+    /// Under loom, a manual shard's alarm is this model of a tokio one: it
+    /// records what a tokio timer would be armed for and whether a pass was
+    /// kicked, and the models play tokio with it.
+    #[cfg(loom)]
+    Model {
+        clock: Arc<ManualClock>,
+        armed: u64,
+        kicked: bool,
     },
-    /// A manual shard's: `Timer::advance` runs its passes. It keeps what a
-    /// tokio alarm would be armed for, and whether a pass was kicked, which
-    /// only the loom models read: they play tokio with it.
-    Manual { armed: u64, kicked: bool },
     /// Shut down: never armed again.
     Off,
 }
 
+/// A runtime shard's tokio timer.
+pub(crate) struct TokioAlarm {
+    sleep: Pin<Box<tokio::time::Sleep>>,
+    /// The tick it is armed for and has not fired, or `NEVER`.
+    armed_at: u64,
+    /// Runs the shard's pass; weak, so an armed alarm does not keep the
+    /// shard alive.
+    waker: Waker,
+    /// The shard's address, for [`ARMING`].
+    shard: usize,
+}
+
+std::thread_local! {
+    /// The shard whose tokio alarm this thread is arming, if any. Resetting
+    /// a registered tokio timer to a moment tokio has already passed calls
+    /// its waker on the spot, here with the shard's lock held: that wake
+    /// must not run a pass (which would take the lock again). The arming
+    /// sees `Ready` instead, and acts on it.
+    static ARMING: Cell<usize> = const { Cell::new(0) };
+}
+
 impl Alarm {
-    /// A runtime shard's alarm, disarmed.
+    /// A runtime shard's alarm, disarmed; made inside the runtime's
+    /// context (creating the tokio timer registers nothing).
     pub(crate) fn tokio(shard: Weak<Shard>) -> Alarm {
-        Alarm::Tokio {
-            armed: None,
+        Alarm::Tokio(TokioAlarm {
+            sleep: Box::pin(tokio::time::sleep_until(Instant::now())),
+            armed_at: NEVER,
+            shard: Weak::as_ptr(&shard) as usize,
             waker: Waker::from(Arc::new(AlarmWaker(shard))),
+        })
+    }
+
+    /// A manual shard's alarm (under loom, the model of a tokio one).
+    pub(crate) fn manual(clock: &Arc<ManualClock>) -> Alarm {
+        #[cfg(not(loom))]
+        {
+            let _ = clock;
+            Alarm::Manual
+        }
+        #[cfg(loom)]
+        Alarm::Model {
+            clock: Arc::clone(clock),
+            armed: NEVER,
+            kicked: false,
         }
     }
 
-    /// Arms the alarm for `tick` (`NEVER`: disarms it). `Ready` if that
-    /// moment has already come by the clock the alarm waits on, and the
-    /// alarm will not call: the caller runs a pass (a pass goes round
-    /// again) or [`kick`](Alarm::kick)s one.
-    pub(crate) fn arm(&mut self, tick: u64, clock: &Clock, source: &Source) -> Poll<()> {
+    /// Arms the alarm for `tick` (`NEVER`: nothing). `Ready` if that moment
+    /// has already come by the clock the alarm waits on, and the alarm will
+    /// not call: the caller runs a pass (a pass goes round again) or
+    /// [`kick`](Alarm::kick)s one.
+    pub(crate) fn arm(&mut self, tick: u64, clock: &Clock) -> Poll<()> {
         match self {
-            Alarm::Tokio { armed, waker } => {
-                *armed = None;
-                let when = (tick != NEVER).then(|| clock.instant_at(tick)).flatten();
-                let (Some(when), Some(handle)) = (when, source.handle()) else {
-                    // `NEVER`, or beyond what `Instant` holds: it never comes.
-                    return Poll::Pending;
-                };
-                let _its_runtime = handle.enter();
-                let mut sleep = Box::pin(tokio::time::sleep_until(when));
-                // Unconstrained: the caller may be a task that has spent its
-                // coop budget, and a budget refusal would not register it.
-                let polled = Pin::new(&mut tokio::task::unconstrained(sleep.as_mut()))
-                    .poll(&mut Context::from_waker(waker));
-                if polled.is_pending() {
-                    *armed = Some(sleep);
-                }
-                polled
-            }
-            Alarm::Manual { armed, .. } => {
-                if tick != NEVER && tick <= clock.now_tick(source.now()) {
+            Alarm::Tokio(alarm) => alarm.arm(tick, clock),
+            #[cfg(not(loom))]
+            Alarm::Manual => Poll::Pending,
+            #[cfg(loom)]
+            Alarm::Model {
+                clock: time, armed, ..
+            } => {
+                if tick != NEVER && tick <= clock.now_tick(time.now()) {
                     *armed = NEVER;
                     Poll::Ready(())
                 } else {
@@ -141,22 +175,66 @@ impl Alarm {
     }
 
     /// Asks for a pass soon, not on the caller's stack: what a registration
-    /// does when arming finds its tick already past by tokio's clock (a race
-    /// with time, see `Shard::register`). A runtime shard spawns a task that
-    /// runs one; a manual shard's next `advance` runs one anyway.
+    /// does when the alarm answers `Ready` (see `Shard::register`), or a
+    /// callback is due at once. A runtime shard spawns a task that runs
+    /// one; a manual shard's next `advance` runs one anyway.
     pub(crate) fn kick(&mut self, shard: &Arc<Shard>, source: &Source) {
         match (self, source.handle()) {
-            (Alarm::Tokio { .. }, Some(handle)) => {
+            (Alarm::Tokio(_), Some(handle)) => {
                 let shard = Arc::clone(shard);
                 drop(handle.spawn(async move { shard.pass() }));
             }
-            (Alarm::Manual { kicked, .. }, _) => *kicked = true,
+            #[cfg(loom)]
+            (Alarm::Model { kicked, .. }, _) => *kicked = true,
             _ => {}
         }
     }
 }
 
-/// The tokio alarm's waker: runs the shard's pass.
+impl TokioAlarm {
+    fn arm(&mut self, tick: u64, clock: &Clock) -> Poll<()> {
+        if tick == self.armed_at && !self.sleep.is_elapsed() {
+            return Poll::Pending;
+        }
+        self.armed_at = NEVER;
+        let when = (tick != NEVER).then(|| clock.instant_at(tick)).flatten();
+        let Some(when) = when else {
+            // Nothing, or beyond what `Instant` holds: it never comes. The
+            // tokio timer may still fire for an earlier arming: a pass
+            // that finds nothing.
+            return Poll::Pending;
+        };
+        let _arming = Arming::enter(self.shard);
+        self.sleep.as_mut().reset(when);
+        // Unconstrained: the caller may be a task that has spent its coop
+        // budget, and a budget refusal would not register it.
+        let polled = Pin::new(&mut tokio::task::unconstrained(self.sleep.as_mut()))
+            .poll(&mut Context::from_waker(&self.waker));
+        if polled.is_pending() {
+            self.armed_at = tick;
+        }
+        polled
+    }
+}
+
+/// Marks this thread as arming a shard's alarm until dropped: see
+/// [`ARMING`].
+struct Arming(usize);
+
+impl Arming {
+    fn enter(shard: usize) -> Arming {
+        Arming(ARMING.try_with(|arming| arming.replace(shard)).unwrap_or(0))
+    }
+}
+
+impl Drop for Arming {
+    fn drop(&mut self) {
+        let _ = ARMING.try_with(|arming| arming.set(self.0));
+    }
+}
+
+/// The tokio alarm's waker: runs the shard's pass, unless this thread is
+/// arming that very alarm (see [`ARMING`]).
 struct AlarmWaker(Weak<Shard>);
 
 impl Wake for AlarmWaker {
@@ -165,6 +243,13 @@ impl Wake for AlarmWaker {
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
+        let me = Weak::as_ptr(&self.0) as usize;
+        if ARMING
+            .try_with(|arming| arming.get() == me)
+            .unwrap_or(false)
+        {
+            return;
+        }
         if let Some(shard) = self.0.upgrade() {
             shard.pass();
         }

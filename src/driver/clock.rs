@@ -126,7 +126,7 @@ impl Deadline {
     }
 
     /// This deadline in an `i64`, if it fits strictly above `i64::MIN` (the
-    /// watermarks of `Shared::progress` saturate there).
+    /// watermark of `Shard::surely_pending` saturates there).
     #[inline]
     pub(crate) fn to_i64(self) -> Option<i64> {
         i64::try_from(self.0).ok().filter(|&d| d != i64::MIN)
@@ -466,7 +466,7 @@ mod tests {
             );
         }
 
-        /// What `Shared::progress` relies on to compare deadlines, not
+        /// What `Shard::surely_pending` relies on to compare deadlines, not
         /// ticks, with the watermarks: a deadline's tick is at most `w`
         /// just when the deadline is at most `deadline_at(w)`, saturation
         /// included.

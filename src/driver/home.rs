@@ -3,7 +3,7 @@
 //!
 //! Each timer deals its shards out itself, in the order threads first
 //! register with it: a counter per timer, and a per-thread cache of the
-//! last two (timer, shard) pairs. So the first `shards` threads to register
+//! last four (timer, shard) pairs. So the first `shards` threads to register
 //! with a timer (a runtime's workers, for its default timer) each get a
 //! shard of their own, whatever other threads and timers the process has.
 //!
@@ -13,8 +13,9 @@
 //! between them, would share one shard and its lock for good while another
 //! sat idle.
 //!
-//! The cache holds two timers, so a thread that uses its runtime's default
-//! timer and one explicit timer keeps its shard in both. A thread that
+//! The cache holds four timers, so a thread that uses its runtime's default
+//! timer and three explicit ones keeps its shard in each (dealing again
+//! takes an atomic add on the timer's counter, which every thread shares). A thread that
 //! comes back to a timer evicted from its cache is dealt a shard again,
 //! perhaps another: that only moves where its new entries go, since every
 //! key carries its own shard. A timer is named by its address; a later
@@ -30,11 +31,15 @@ use std::sync::atomic::AtomicUsize;
 #[cfg(not(loom))]
 use std::sync::atomic::Ordering;
 
+/// How many timers a thread remembers its shard in.
+#[cfg(not(loom))]
+const HOMES_KEPT: usize = 4;
+
 #[cfg(not(loom))]
 std::thread_local! {
-    /// (timer address, shard) for the two timers this thread used last, the
-    /// latest first; address 0 is an empty place.
-    static HOMES: Cell<[(usize, usize); 2]> = const { Cell::new([(0, 0); 2]) };
+    /// (timer address, shard) for the four timers this thread used last,
+    /// the latest first; address 0 is an empty place.
+    static HOMES: Cell<[(usize, usize); HOMES_KEPT]> = const { Cell::new([(0, 0); HOMES_KEPT]) };
 }
 
 /// The calling thread's shard of the timer at address `timer`, whose
@@ -45,12 +50,18 @@ pub(super) fn home(timer: usize, dealer: &AtomicUsize, mask: usize) -> usize {
     let deal = || dealer.fetch_add(1, Ordering::Relaxed);
     let shard = HOMES
         .try_with(|homes| {
-            let [latest, other] = homes.get();
-            if latest.0 == timer {
-                return latest.1;
+            let mut kept = homes.get();
+            if kept[0].0 == timer {
+                return kept[0].1;
             }
-            let shard = if other.0 == timer { other.1 } else { deal() };
-            homes.set([(timer, shard), latest]);
+            // Found further down, or dealt anew: moved to the front, the
+            // others shifted down (the last one out, if it was not found).
+            let at = kept.iter().position(|&(kept, _)| kept == timer);
+            let shard = at.map_or_else(deal, |at| kept[at].1);
+            let end = at.unwrap_or(HOMES_KEPT - 1);
+            kept.copy_within(0..end, 1);
+            kept[0] = (timer, shard);
+            homes.set(kept);
             shard
         })
         // A thread-local being destroyed (a `Sleep` dropped by another
@@ -96,26 +107,27 @@ mod tests {
     }
 
     #[test]
-    fn a_thread_keeps_its_shard_in_two_timers_it_alternates_between() {
-        let (a, b, c) = (
-            AtomicUsize::new(0),
-            AtomicUsize::new(0),
-            AtomicUsize::new(0),
-        );
+    fn a_thread_keeps_its_shard_in_four_timers_it_alternates_between() {
+        let dealers: Vec<AtomicUsize> = (0..5).map(|_| AtomicUsize::new(0)).collect();
+        let home_in = |timer: usize| home(timer + 1, &dealers[timer], 7);
         std::thread::scope(|s| {
             s.spawn(|| {
-                let first = (home(1, &a, 7), home(2, &b, 7));
+                let first: Vec<usize> = (0..4).map(home_in).collect();
                 for _ in 0..10 {
-                    assert_eq!((home(1, &a, 7), home(2, &b, 7)), first);
+                    assert_eq!((0..4).map(home_in).collect::<Vec<_>>(), first);
                 }
-                assert_eq!(a.load(Ordering::Relaxed), 1, "dealt again");
-                // A third timer evicts the older of the two, which is dealt
-                // a shard again when this thread comes back to it.
-                home(3, &c, 7);
-                home(1, &a, 7);
-                assert_eq!(b.load(Ordering::Relaxed), 1);
-                home(2, &b, 7);
-                assert_eq!(b.load(Ordering::Relaxed), 2, "evicted, dealt again");
+                let dealt = |timer: usize| dealers[timer].load(Ordering::Relaxed);
+                assert!((0..4).all(|timer| dealt(timer) == 1), "dealt again");
+                // A fifth timer evicts the one used longest ago (timer 0),
+                // which is dealt a shard again when this thread comes back.
+                home_in(4);
+                for timer in 1..4 {
+                    home_in(timer);
+                }
+                assert_eq!(dealt(0), 1);
+                home_in(0);
+                assert_eq!(dealt(0), 2, "evicted, dealt again");
+                assert!((1..4).all(|timer| dealt(timer) == 1));
             })
             .join()
             .unwrap();

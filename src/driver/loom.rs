@@ -12,9 +12,11 @@
 //! as a tokio one does (`Ready` once the clock has reached the tick), so
 //! these are the runtime timer's own paths; the rest model `advance`.
 //!
-//! Most models explore every interleaving; those with three threads, whose
-//! full search takes minutes, bound the preemptions at 3, which is more than
-//! any of the races needs (each names the one it needs).
+//! Every model explores every interleaving but one, with three threads,
+//! whose preemptions are bounded at 3, more than its race needs. A pass
+//! fires in batches of two under loom, so that a model with a few timers
+//! sees it release the lock mid-pass. CI runs the models with debug
+//! assertions on, so the wheel's and the driver's checks run too.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -84,7 +86,7 @@ fn tokio_turn(timer: &Timer, to: Instant) {
     for shard in driver.shards() {
         let due = match &mut shard.lock().alarm {
             // Fired once, as a tokio timer is; a kick's task runs once.
-            Alarm::Manual { armed, kicked } => {
+            Alarm::Model { armed, kicked, .. } => {
                 let fires = *armed != NEVER && *armed <= now;
                 if fires {
                     *armed = NEVER;
@@ -109,7 +111,7 @@ fn assert_promised_in_time(timer: &Timer) {
     for (i, shard) in timer.driver().shards().iter().enumerate() {
         let (armed, kicked, wake_at, earliest) = {
             let inner = shard.lock();
-            let Alarm::Manual { armed, kicked } = inner.alarm else {
+            let Alarm::Model { armed, kicked, .. } = inner.alarm else {
                 unreachable!("the models' timers are manual");
             };
             (
@@ -424,6 +426,75 @@ fn loom_shutdown_vs_a_pass() {
         let polled =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| poll(&mut sleep, &waker)));
         assert!(polled.is_err(), "pending after shutdown: it would hang");
+    });
+}
+
+/// Two passes on one shard at once (tokio firing an alarm re-armed by the
+/// first while it wakes a batch, or a kicked pass): with batches of two, the
+/// first releases the lock mid-pass and the second, with a later clock,
+/// moves the later sleeps into the due list; the first then pops those too,
+/// by the second's reading. Every sleep is fired once, none early, nothing
+/// is left behind.
+#[test]
+fn loom_two_passes_at_once() {
+    loom::model(|| {
+        let (timer, start) = timer(1);
+        let (flag, waker) = flag();
+        let mut sleeps: Vec<_> = [1, 1, 1, 2, 2, 2]
+            .into_iter()
+            .map(|at| timer.sleep_until(start + ms(at)))
+            .collect();
+        for sleep in &mut sleeps {
+            assert!(poll(sleep, &waker).is_pending());
+        }
+        let driver = timer.driver();
+        let Source::Manual(clock) = &driver.source else {
+            unreachable!("the models' timers are manual");
+        };
+        let (first, shard) = (clock.clone(), driver.shards()[0].clone());
+        let pass = thread::spawn(move || {
+            first.set(start + ms(1));
+            shard.pass();
+        });
+        clock.set(start + ms(2));
+        driver.shards()[0].pass();
+        pass.join().unwrap();
+        assert_eq!(wakes(&flag), 6, "{:?}", timer.stats());
+        for sleep in &mut sleeps {
+            assert!(poll(sleep, &waker).is_ready());
+        }
+        drop(sleeps);
+        assert_empty(&timer);
+    });
+}
+
+/// Callbacks due at once kick a pass while the alarm is armed for a later
+/// one, and tokio fires the alarm at the same time: two passes, each
+/// callback run exactly once.
+#[test]
+fn loom_a_kicked_pass_and_the_alarm_at_once() {
+    loom::model(|| {
+        let (timer, start) = timer(1);
+        let runs = Arc::new(AtomicUsize::new(0));
+        let count = |runs: &Arc<AtomicUsize>| {
+            let runs = runs.clone();
+            move || {
+                runs.fetch_add(1, Ordering::SeqCst);
+            }
+        };
+        timer.schedule_at(start + ms(5), count(&runs));
+        timer.schedule_at(start + ms(5), count(&runs));
+        tokio_turn(&timer, start + ms(1));
+        // Due at once: kicked (the alarm stays armed for 5 ms).
+        timer.schedule_at(start, count(&runs));
+        timer.schedule_at(start, count(&runs));
+        let turner = timer.clone();
+        let turn = thread::spawn(move || tokio_turn(&turner, start + ms(5)));
+        tokio_turn(&timer, start + ms(5));
+        turn.join().unwrap();
+        assert_eq!(runs.load(Ordering::SeqCst), 4);
+        let stats = timer.stats();
+        assert_eq!((stats.fired, stats.callbacks, stats.entries), (4, 0, 0));
     });
 }
 

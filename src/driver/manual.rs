@@ -62,9 +62,8 @@ impl Driver {
     /// meanwhile) sees the time it was due at, not `target`.
     ///
     /// Called from inside one of this timer's callbacks, it moves the clock
-    /// in one step and returns: the pass that runs the callback goes round
-    /// again when it returns, and the outer `advance_to` carries on to the
-    /// later of the two targets.
+    /// in one step and returns: the `advance_to` whose pass runs the
+    /// callback carries on to the later of the two targets.
     ///
     /// # Panics
     ///

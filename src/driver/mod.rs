@@ -10,8 +10,10 @@
 //! shard of their own. A `Sleep` holds an `Arc` of the shard it registers
 //! in, not of the timer: creating, polling, resetting and dropping a sleep
 //! on its own thread touch that shard's lines alone (its lock, its count,
-//! its watermark), and finding the default timer touches none that other
-//! workers write (`registry.rs`).
+//! its watermark), and finding the default timer on a worker touches none
+//! that other workers write (`registry.rs`). The exception is re-arming the
+//! shard's tokio timer, for a sleep earlier than every other in its shard:
+//! that costs what registering a tokio timer does.
 //!
 //! - A sleep's entry belongs to its `Sleep` from insert to remove. A pass
 //!   *fires* it (unlinks it and takes its waker to wake) and leaves it in
@@ -183,11 +185,7 @@ impl Driver {
         let shards = (0..geometry.shards)
             .map(|_| {
                 let source = Source::Manual(clock.clone());
-                let alarm = Alarm::Manual {
-                    armed: NEVER,
-                    kicked: false,
-                };
-                Arc::new(Shard::new(&geometry, source, alarm))
+                Arc::new(Shard::new(&geometry, source, Alarm::manual(&clock)))
             })
             .collect();
         Driver::with(shards, geometry, Source::Manual(clock), None)
@@ -223,6 +221,12 @@ impl Driver {
 
     pub(crate) fn shards(&self) -> &[Arc<Shard>] {
         &self.shards
+    }
+
+    /// Whether `shard` is one of this timer's.
+    #[cfg(feature = "hyper")]
+    pub(crate) fn owns(&self, shard: &Arc<Shard>) -> bool {
+        self.shards.iter().any(|mine| Arc::ptr_eq(mine, shard))
     }
 
     pub(crate) fn is_manual(&self) -> bool {

@@ -29,10 +29,10 @@ impl Shard {
         'pass: loop {
             // After a shutdown nothing is read, not even the clock: tokio
             // may be tearing its runtime down on this very thread.
-            if inner.shut_down {
+            if self.is_shut_down() {
                 break;
             }
-            let now = self.clock.now_tick(self.now());
+            let mut now = self.clock.now_tick(self.now());
             self.publish(now);
             while let Some(key) = inner.wheel.pop_expired(now) {
                 let Some(fire) = inner.fire_entry(key, &mut release) else {
@@ -42,18 +42,19 @@ impl Shard {
                     drop(inner);
                     batch.drain().for_each(|fire| self.fire(fire));
                     inner = self.lock();
-                    if inner.shut_down {
+                    if self.is_shut_down() {
                         break 'pass;
                     }
+                    // Another pass may have run meanwhile, with a later clock
+                    // reading, and moved entries due by it to the wheel's due
+                    // list: it published that reading first, so they are due
+                    // by it, and this pass pops them with it.
+                    now = now.max(self.published.load(Ordering::Relaxed));
                 }
             }
             let next = inner.wheel.next_expiration().unwrap_or(NEVER);
             inner.wake_at = next;
-            if inner
-                .alarm
-                .arm(next, &self.clock, &self.source)
-                .is_pending()
-            {
+            if inner.alarm.arm(next, &self.clock).is_pending() {
                 break;
             }
             // Already due: the clock moved on while this pass worked.
@@ -137,7 +138,10 @@ impl Inner {
     /// callback (its entry goes). A callback is left `PENDING`: claimed just
     /// before it runs, and counted fired then, since a cancel can still stop
     /// it. With the last callback goes the shard's hold on itself, into
-    /// `release`, to drop once the lock is released.
+    /// `release`, to drop once the lock is released. (Should a callback
+    /// scheduled meanwhile make this happen twice in a pass, the first is
+    /// dropped here: the pass's caller holds the shard, so that frees
+    /// nothing.)
     fn fire_entry(&mut self, key: Key, release: &mut Option<Arc<Shard>>) -> Option<Fire> {
         match self.wheel.value_mut(key)? {
             Job::Wake(waker) => {

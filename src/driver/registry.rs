@@ -12,25 +12,24 @@
 //! runtime's handle: an atomic add and subtract on a count every worker
 //! touches, about 100 ns when two busy workers take turns at it. So each
 //! thread caches its shard of the last runtime's default timer, weakly (a
-//! shut-down runtime's timer is not kept alive), and, on a multi-thread
-//! runtime, the tasks it has seen poll a sleep there, by
-//! `tokio::task::try_id`, a thread-local read. A task runs on one runtime for
-//! its whole life, so a sleep first polled in a task the cache knows needs
-//! no question to tokio: a thread-local read, a compare, and the shard's own
-//! count. The cache holds the last 64 tasks by their ids' low bits (task ids
-//! are handed out in sequence), so a worker interleaving up to 64 tasks asks
-//! tokio once per task. Outside a task (`block_on`'s own future), and on a
-//! current-thread runtime, it asks every time: there the question costs no
-//! contention, and a test may enter one runtime's context (and paused clock)
-//! from a task of another.
+//! shut-down runtime's timer is not kept alive), and whether the thread is a
+//! *worker* of that runtime: it asked from inside a task (`tokio::task::
+//! try_id`, a thread-local read) of a multi-thread runtime, whose tasks run
+//! only on its workers, and a worker serves one runtime for its life. A
+//! sleep first polled in a task on a worker then asks tokio nothing: a
+//! thread-local read or two, and the shard's own count. Outside a task
+//! (`block_on`'s own future), and on a current-thread runtime, it asks
+//! every time: there the question costs no contention, and a test may enter
+//! one runtime's context (and paused clock) from a task of another.
 //!
-//! One consequence, on multi-thread runtimes only: a task that makes its
-//! first sleep inside another runtime's `Handle::enter` gets that runtime's
-//! timer for its later sleeps too (both run on the real clock).
+//! The exception: a worker of a multi-thread runtime that polls another
+//! runtime's task (inside `block_in_place`, a current-thread runtime's
+//! `block_on` running its spawned tasks), or a task that makes sleeps inside
+//! another runtime's `Handle::enter`, gets its own runtime's default timer
+//! (its clock is the real one either way).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use tokio::runtime::{Handle, Id};
@@ -48,18 +47,15 @@ fn registry() -> MutexGuard<'static, Option<HashMap<Id, Timer>>> {
     REGISTRY.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// How many tasks a thread's cache remembers.
-const TASKS: usize = 64;
-
 /// A thread's view of the last runtime whose default timer it used.
 struct Cached {
     runtime: Id,
     driver: Weak<Driver>,
     /// This thread's shard of that timer.
     shard: Weak<Shard>,
-    /// Tasks polled on that runtime, each in the place its id's low bits
-    /// name.
-    tasks: [Option<tokio::task::Id>; TASKS],
+    /// The thread is a worker of that runtime, a multi-thread one: the tasks
+    /// it polls are that runtime's.
+    worker: bool,
 }
 
 thread_local! {
@@ -70,33 +66,32 @@ thread_local! {
 /// creating the timer on first use.
 #[inline]
 pub(crate) fn default_shard() -> Result<Arc<Shard>, BuildError> {
-    let task = tokio::task::try_id();
-    if let Some(task) = task {
-        let known = |cached: &Cached| cached.tasks[place(task)] == Some(task);
-        if let Some(shard) = with_cache(|cached| known(cached).then(|| cached.shard()).flatten()) {
+    let in_task = tokio::task::try_id().is_some();
+    if in_task {
+        if let Some(shard) = with_cache(|cached| cached.worker.then(|| cached.shard()).flatten()) {
             return Ok(shard);
         }
     }
-    ask_tokio(task)
+    ask_tokio(in_task)
 }
 
-/// [`default_shard`] when the cache does not know the task: asks tokio
-/// which runtime is current, and remembers the task as one of its if it is
-/// a multi-thread runtime.
+/// [`default_shard`] when the thread is not known to be a worker: asks
+/// tokio which runtime is current, and remembers the thread as its worker
+/// if it asks from a task of a multi-thread runtime.
 #[cold]
-fn ask_tokio(task: Option<tokio::task::Id>) -> Result<Arc<Shard>, BuildError> {
+fn ask_tokio(in_task: bool) -> Result<Arc<Shard>, BuildError> {
     let handle = Handle::try_current().map_err(|_| BuildError::no_runtime())?;
     let id = handle.id();
-    let remember = handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread;
+    let worker = in_task && handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread;
     let shard = with_cache(|cached| (cached.runtime == id).then(|| cached.shard()).flatten());
     let shard = match shard {
         Some(shard) => shard,
         None => refill(handle, id)?.1,
     };
-    if let Some(task) = task.filter(|_| remember) {
+    if worker {
         let _ = CACHE.try_with(|cache| {
             if let Some(cached) = cache.borrow_mut().as_mut() {
-                cached.tasks[place(task)] = Some(task);
+                cached.worker = true;
             }
         });
     }
@@ -127,7 +122,7 @@ fn refill(handle: Handle, id: Id) -> Result<(Timer, Arc<Shard>), BuildError> {
             runtime: id,
             driver: Arc::downgrade(timer.driver_arc()),
             shard: Arc::downgrade(&shard),
-            tasks: [None; TASKS],
+            worker: false,
         });
     });
     Ok((timer, shard))
@@ -150,29 +145,6 @@ impl Cached {
     fn shard(&self) -> Option<Arc<Shard>> {
         self.shard.upgrade().filter(|shard| !shard.is_shut_down())
     }
-}
-
-/// Where a task's id goes in [`Cached::tasks`]: its low bits.
-#[inline]
-fn place(task: tokio::task::Id) -> usize {
-    /// Keeps the `u64` a task id hashes as.
-    struct Bits(u64);
-    impl Hasher for Bits {
-        fn write(&mut self, bytes: &[u8]) {
-            for &byte in bytes {
-                self.0 = self.0.rotate_left(8) ^ u64::from(byte);
-            }
-        }
-        fn write_u64(&mut self, n: u64) {
-            self.0 = n;
-        }
-        fn finish(&self) -> u64 {
-            self.0
-        }
-    }
-    let mut bits = Bits(0);
-    task.hash(&mut bits);
-    bits.finish() as usize % TASKS
 }
 
 /// Runtime `id`'s default timer from the registry, or a new one.
@@ -250,7 +222,7 @@ mod tests {
     }
 
     #[test]
-    fn a_task_the_cache_knows_binds_without_asking_tokio() {
+    fn a_worker_binds_without_asking_tokio_once_it_has_asked() {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_time()
@@ -259,17 +231,15 @@ mod tests {
         rt.block_on(async {
             tokio::spawn(async {
                 let first = default_shard().unwrap();
-                let task = tokio::task::try_id().expect("in a task");
-                let known = with_cache(|cached| {
-                    (cached.tasks[place(task)] == Some(task)).then(|| cached.shard())
-                });
-                let shard = known
-                    .flatten()
-                    .expect("the task is known after its first sleep");
+                let worker = with_cache(|cached| cached.worker.then(|| cached.shard()));
+                let shard = worker.flatten().expect("a worker after its first sleep");
                 assert!(Arc::ptr_eq(&first, &shard));
             })
             .await
             .unwrap();
+            // The thread `block_on` runs on is no worker: it asks each time.
+            let _ = default_shard().unwrap();
+            assert_eq!(with_cache(|cached| Some(cached.worker)), Some(false));
         });
     }
 

@@ -25,7 +25,8 @@ pub(crate) struct Shard {
     pub(super) published_at: AtomicI64,
     /// `published_at`'s tick, for the deadlines beyond `i64` nanoseconds.
     pub(super) published: AtomicU64,
-    /// Set once, under the lock, by shutdown: readable without it.
+    /// Set once, under the lock, by shutdown; read under it, and without it
+    /// by the default timer's cache.
     pub(super) shut_down: AtomicBool,
     /// Wakers and callbacks that panicked when fired.
     pub(super) panicked: AtomicU64,
@@ -47,7 +48,6 @@ pub(super) struct Inner {
     /// way that will arm it.
     pub(super) wake_at: u64,
     pub(super) alarm: Alarm,
-    pub(super) shut_down: bool,
     pub(super) fired: u64,
     pub(super) cancelled: u64,
     /// Callbacks pending, and the shard's hold on itself while there are
@@ -103,7 +103,6 @@ impl Shard {
                 wheel,
                 wake_at: NEVER,
                 alarm,
-                shut_down: false,
                 fired: 0,
                 cancelled: 0,
                 callbacks: 0,
@@ -166,7 +165,7 @@ impl Shard {
             inner.fired += u64::from(count_elapsed);
             return Registration::Elapsed;
         }
-        if let Err(refused) = inner.admit(self.max_pending, self.capacity) {
+        if let Err(refused) = inner.admit(self.is_shut_down(), self.max_pending, self.capacity) {
             // Cold: a deadline already passed still completes on a timer
             // that can no longer fire anything.
             if deadline.reached_by(self.now()) {
@@ -222,7 +221,7 @@ impl Shard {
             drop(job);
             return Polled::Ready;
         }
-        if inner.shut_down {
+        if self.is_shut_down() {
             // Cold. Due by the clock, though no pass got to it (the shutdown
             // came first): it completes, as a sleep made now with that
             // deadline would, exactly (not by ticks).
@@ -250,7 +249,7 @@ impl Shard {
     pub(crate) fn has_fired(&self, key: Key, deadline: Deadline) -> bool {
         let inner = self.lock();
         inner.wheel.is_scheduled(key) != Some(true)
-            || (inner.shut_down && deadline.reached_by(self.now()))
+            || (self.is_shut_down() && deadline.reached_by(self.now()))
     }
 
     /// Frees the entry of a `Sleep` that is dropped, or reset to be
@@ -282,12 +281,12 @@ impl Shard {
     ) -> Reset {
         debug_assert_eq!(tick, self.clock.tick_of(deadline));
         let mut inner = self.lock();
-        let pulls_in = tick < inner.wake_at && !inner.shut_down;
+        let pulls_in = tick < inner.wake_at && !self.is_shut_down();
         let due = passed
             || tick <= inner.wheel.elapsed()
             || self.reached(deadline)
             || (pulls_in && self.has_come(tick))
-            || (inner.shut_down && deadline.reached_by(self.now()));
+            || (self.is_shut_down() && deadline.reached_by(self.now()));
         if due {
             let job = inner.wheel.remove(key);
             inner.fired += 1;
@@ -300,8 +299,9 @@ impl Shard {
             return Reset::Fired;
         }
         // A pending entry holds the waker its `Sleep` last left in it; a
-        // fired one gave it up to be woken.
-        let holds_waker = inner.wheel.is_scheduled(key) == Some(true);
+        // fired one gave it up to be woken, and so did every entry at
+        // shutdown.
+        let holds_waker = inner.wheel.is_scheduled(key) == Some(true) && !self.is_shut_down();
         let scheduled = inner.wheel.reset(key, tick);
         debug_assert_eq!(scheduled, Some(true), "a Sleep's key names its own entry");
         if pulls_in {
@@ -319,7 +319,7 @@ impl Shard {
         run: Box<dyn FnOnce() + Send>,
     ) -> Result<(Key, Arc<CallbackState>), Error> {
         let mut inner = self.lock();
-        if let Err(refused) = inner.admit(self.max_pending, self.capacity) {
+        if let Err(refused) = inner.admit(self.is_shut_down(), self.max_pending, self.capacity) {
             drop(inner);
             drop(run);
             return Err(refused);
@@ -407,7 +407,7 @@ impl Shard {
     /// Stores the sentinel's waker; `false` if the shard has shut down.
     pub(super) fn watch(&self, waker: &Waker) -> bool {
         let mut inner = self.lock();
-        if inner.shut_down {
+        if self.is_shut_down() {
             return false;
         }
         match &inner.sentinel {
@@ -429,8 +429,8 @@ impl Drop for Shard {
 
 impl Inner {
     /// Refuses new work on a shut-down or full shard.
-    fn admit(&mut self, max_pending: usize, capacity: usize) -> Result<(), Error> {
-        if self.shut_down {
+    fn admit(&mut self, shut_down: bool, max_pending: usize, capacity: usize) -> Result<(), Error> {
+        if shut_down {
             Err(Error::shut_down())
         } else if self.wheel.scheduled() >= max_pending {
             Err(Error::at_capacity(max_pending))
@@ -455,7 +455,7 @@ impl Inner {
     /// clock moved on after the caller read it), a pass is `kick`ed instead.
     fn pull_in(&mut self, tick: u64, shard: &Arc<Shard>) {
         self.wake_at = tick;
-        if self.alarm.arm(tick, &shard.clock, &shard.source).is_ready() {
+        if self.alarm.arm(tick, &shard.clock).is_ready() {
             self.alarm.kick(shard, &shard.source);
         }
     }

@@ -30,10 +30,9 @@ impl Shard {
     /// than hang or complete early. A second call finds nothing.
     pub(crate) fn shut_down(&self, leftovers: &mut Leftovers) {
         let mut inner = self.lock();
-        if inner.shut_down {
+        if self.is_shut_down() {
             return;
         }
-        inner.shut_down = true;
         self.shut_down.store(true, Ordering::Release);
         // Every pending sleep must take the locked path, which reports it.
         self.published_at.store(i64::MAX, Ordering::Release);

@@ -24,13 +24,14 @@ use state::{Packed, State};
 /// millisecond).
 ///
 /// Nothing is registered until the first poll (or a
-/// [`reset`](Sleep::reset)). That poll does not read the
-/// clock: a deadline whose tick the timer has already reached completes at
-/// once, and any other is registered and completes when its tick comes,
-/// which for a deadline that has just passed is by the next tick. tokio
-/// does the same on its millisecond grid, so a zero or passed deadline
-/// that tokio's first poll leaves pending until its next millisecond may
-/// complete here at once: this grid is finer.
+/// [`reset`](Sleep::reset)). A deadline whose tick the timer has already
+/// processed, or whose tick has come by the clock when it is the timer's
+/// earliest (the only case in which that poll reads the clock), completes at
+/// once; any other is registered and completes when its tick comes, which
+/// for a deadline that has just passed is by the next tick. tokio does the
+/// same on its millisecond grid, so a zero or passed deadline that tokio's
+/// first poll leaves pending until its next millisecond may complete here
+/// at once: this grid is finer.
 ///
 /// The sleep is bound to a timer when first polled (or reset): the default
 /// timer of the runtime it is polled in. Creating one anywhere is fine.
@@ -81,8 +82,8 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 ///
 /// Unlike `tokio::time::Sleep`, this type is `Unpin` (its wheel entry lives
 /// in the timer, not in the future), so it can be polled or `select!`ed by
-/// `&mut` without pinning, and it is small: a deadline, a timer handle and
-/// an entry key.
+/// `&mut` without pinning, and it is small: a deadline, an entry key, and
+/// the part of its timer it is registered in.
 ///
 /// Dropping a pending `Sleep` removes its entry from the wheel.
 ///
@@ -337,8 +338,8 @@ impl Sleep {
         self.state.set(State::Idle);
     }
 
-    /// Frees the wheel entry, if this sleep still owns one: a registered
-    /// sleep whose entry the driver has not fired (and freed).
+    /// Frees the wheel entry, if this sleep has one: a registered sleep's,
+    /// pending or fired (the driver leaves a fired entry to its sleep).
     fn release(&mut self) {
         if let (State::Registered { key, .. }, Some(shard)) = (self.state.get(), &self.shard) {
             shard.cancel(key);
@@ -352,6 +353,12 @@ impl Sleep {
         // `near_deadline` is the cheap half; the whole deadline is only
         // assembled for one more than 292 years from the base.
         shard.surely_pending(self.state.near_deadline(), || self.state.deadline())
+    }
+
+    /// The shard the sleep is bound to, if it is yet.
+    #[cfg(feature = "hyper")]
+    pub(crate) fn shard(&self) -> Option<&Arc<Shard>> {
+        self.shard.as_ref()
     }
 
     /// The time on this sleep's timer's clock (`Instant::now()` before a
