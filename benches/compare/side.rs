@@ -30,7 +30,7 @@ pub(crate) trait Side: 'static {
     /// The sleep future. `Send`, so the multi-thread workloads can spawn it.
     type Sleep: Future<Output = ()> + Send + 'static;
     /// The timeout error.
-    type Elapsed: std::fmt::Debug;
+    type Elapsed: std::fmt::Debug + Send;
 
     /// Called once per run, inside the runtime, before any task starts.
     fn timer() -> Self::Timer;
