@@ -91,6 +91,8 @@ fn fire_run<T: Side>(group: Group, durations: &Arc<Vec<Duration>>) -> FireOut {
             lateness.push(task.await.expect("a sleeper panicked"));
         }
         let wall = start.elapsed();
+        // Time for the workers to park (see `measure::Snapshot::take`).
+        std::thread::sleep(std::time::Duration::from_millis(3));
         let cpu = proc_stats::sampled(|_| true).cpu_ns - cpu_before;
         (wall, cpu, lateness)
     });

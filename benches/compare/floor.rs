@@ -12,9 +12,17 @@
 //!   the `Instant::now` row;
 //! - `timeout_yield`'s inner future yields once, so each call includes one
 //!   round trip through the scheduler, the `yield_now` row, whatever the
-//!   timer.
+//!   timer;
+//! - a sleep that keeps its timer alive clones and drops one `Arc` that
+//!   every worker shares (the `shared Arc` row: on several workers its
+//!   count's cache line moves between cores on every operation), and
+//!   `wheel::sleep` also asks tokio for the current runtime (the
+//!   `Handle::try_current` row, which clones the runtime's handle, another
+//!   `Arc` every worker shares). What those cost in `mt` against `ct` is
+//!   the part of a timer's scaling row that sharing a count causes.
 
 use std::hint::black_box;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -34,6 +42,33 @@ pub(crate) fn floor(cfg: &Config) {
         let runs = columns!(cfg, cfg.micro_runs, group, |T| now_run::<T>(cfg, group, n));
         print_per_op(
             &label("floor: Instant::now, no timer", n, NOW_N),
+            group,
+            "ns/call",
+            &runs,
+        );
+    }
+    let n = cfg.size.of(NOW_N, 1000);
+    for &group in &cfg.groups {
+        let runs = columns!(cfg, cfg.micro_runs, group, |T| shared_run::<T>(
+            cfg,
+            group,
+            n,
+            Shared::Arc
+        ));
+        print_per_op(
+            &label("floor: shared Arc clone+drop, no timer", n, NOW_N),
+            group,
+            "ns/call",
+            &runs,
+        );
+        let runs = columns!(cfg, cfg.micro_runs, group, |T| shared_run::<T>(
+            cfg,
+            group,
+            n,
+            Shared::Handle
+        ));
+        print_per_op(
+            &label("floor: Handle::try_current, no timer", n, NOW_N),
             group,
             "ns/call",
             &runs,
@@ -71,6 +106,39 @@ fn now_loop(n: usize) {
         latest = latest.max(black_box(Instant::now()));
     }
     black_box(latest + Duration::from_secs(5));
+}
+
+/// What [`shared_run`] does per call.
+#[derive(Debug, Clone, Copy)]
+enum Shared {
+    /// Clones and drops one `Arc` all tasks share.
+    Arc,
+    /// `tokio::runtime::Handle::try_current()`, dropped.
+    Handle,
+}
+
+fn shared_run<T: Side>(cfg: &Config, group: Group, n: usize, what: Shared) -> PerOp {
+    let one = Arc::new(0u64);
+    let (snaps, _) = run_tasks::<T, _, _>(cfg, group, 1, |ctx| {
+        let one = Arc::clone(&one);
+        async move {
+            let share = ctx.share(n);
+            shared_loop(&one, what, share.len() / 10);
+            ctx.lines.cross().await;
+            chunked(ctx.tasks, share, |_, r| shared_loop(&one, what, r.len())).await;
+        }
+    });
+    PerOp::between(&snaps[0], &snaps[1], n)
+}
+
+#[inline(never)]
+fn shared_loop(one: &Arc<u64>, what: Shared, n: usize) {
+    for _ in 0..n {
+        match what {
+            Shared::Arc => drop(black_box(Arc::clone(one))),
+            Shared::Handle => drop(black_box(tokio::runtime::Handle::try_current())),
+        }
+    }
 }
 
 /// `yield_now().await` on the runtime `timeout_yield` uses.

@@ -221,11 +221,18 @@ fn main() {
     println!();
     report::header();
     let start = std::time::Instant::now();
+    let machine = proc_stats::Machine::now();
     for (name, workload) in WORKLOADS {
         if config.only.is_empty() || config.only.iter().any(|w| w == name) {
             workload(&config);
         }
     }
     println!();
-    println!("took {:.1} s", start.elapsed().as_secs_f64());
+    println!(
+        "took {:.1} s; other processes used {:.2} cores on average meanwhile; {} run(s) repeated because they used over {} of a core during the run",
+        start.elapsed().as_secs_f64(),
+        proc_stats::Machine::now().others_since(&machine),
+        measure::REPEATED.load(std::sync::atomic::Ordering::Relaxed),
+        measure::OTHERS_LIMIT,
+    );
 }

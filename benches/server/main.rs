@@ -34,6 +34,7 @@ mod side;
 mod load;
 mod serve;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use side::{Column, Side};
@@ -143,10 +144,12 @@ struct Config {
     window: Duration,
     only: Vec<String>,
     columns: Vec<Column>,
+    /// Print each run's figures too, not only the medians.
+    per_run: bool,
 }
 
 const USAGE: &str = "usage: server [quick|full] [--runs N] [--workers W] [--window SECS]
-              [--only scenario,...] [--columns tokio,tokio-alt,wheel,timer] [--list]";
+              [--only scenario,...] [--columns tokio,tokio-alt,wheel,timer] [--per-run] [--list]";
 
 fn fail(message: &str) -> ! {
     eprintln!("server: {message}\n{USAGE}");
@@ -162,6 +165,7 @@ fn parse() -> Config {
         window: Duration::ZERO,
         only: Vec::new(),
         columns: Column::ALL.to_vec(),
+        per_run: false,
     };
     let mut runs = None;
     let mut window = None;
@@ -206,6 +210,7 @@ fn parse() -> Config {
                     })
                     .collect();
             }
+            "--per-run" => cfg.per_run = true,
             "--list" => {
                 for s in SCENARIOS {
                     println!("{}", s.name.replace(' ', "-"));
@@ -271,6 +276,7 @@ fn main() {
     println!();
     header();
     let start = std::time::Instant::now();
+    let machine = proc_stats::Machine::now();
     for scenario in SCENARIOS {
         if !cfg.only.is_empty() && !cfg.only.contains(&scenario.name.replace(' ', "-")) {
             continue;
@@ -299,7 +305,12 @@ fn main() {
         }
     }
     println!();
-    println!("took {:.1} s", start.elapsed().as_secs_f64());
+    println!(
+        "took {:.1} s; other processes used {:.2} cores on average meanwhile; {} run(s) repeated because they used over {OTHERS_LIMIT} of a core during the run",
+        start.elapsed().as_secs_f64(),
+        proc_stats::Machine::now().others_since(&machine),
+        REPEATED.load(Ordering::Relaxed),
+    );
 }
 
 /// Runs `scenario` `cfg.runs` times on each column that can serve it,
@@ -313,16 +324,51 @@ fn run_columns(cfg: &Config, scenario: Scenario) -> [Vec<RunOut>; 4] {
     for r in 0..cfg.runs {
         for i in 0..columns.len() {
             let column = columns[(i + r) % columns.len()];
-            let result = match column {
+            let once = || match column {
                 Column::Tokio => run::<side::Tokio>(cfg, scenario),
                 Column::TokioAlt => run::<side::TokioAlt>(cfg, scenario),
                 Column::Wheel => run::<side::Wheel>(cfg, scenario),
                 Column::Timer => run::<side::WheelTimer>(cfg, scenario),
             };
+            let result = undisturbed(once);
+            if cfg.per_run {
+                eprintln!(
+                    "run {r} {} {}: {:.0} req/s, p50 {:.1} p99 {:.1} p99.9 {:.1} µs, {:.2} µs CPU/req, {:.3} switches/req",
+                    scenario.name,
+                    column.name(),
+                    result.req_per_s,
+                    result.p50_us,
+                    result.p99_us,
+                    result.p999_us,
+                    result.cpu_us_per_req,
+                    result.switches_per_req
+                );
+            }
             out[column as usize].push(result);
         }
     }
     out
+}
+
+/// Runs repeated because other processes were busy.
+static REPEATED: AtomicUsize = AtomicUsize::new(0);
+
+/// The machine is shared (builds and tests of other work run on it too): a
+/// run during which other processes used more than this much of a core on
+/// average is done again, up to [`ATTEMPTS`] times in all (the last is kept).
+const OTHERS_LIMIT: f64 = 0.15;
+const ATTEMPTS: usize = 4;
+
+fn undisturbed(mut run: impl FnMut() -> RunOut) -> RunOut {
+    for _ in 1..ATTEMPTS {
+        let before = proc_stats::Machine::now();
+        let out = run();
+        if !proc_stats::Machine::now().disturbed_since(&before, OTHERS_LIMIT) {
+            return out;
+        }
+        REPEATED.fetch_add(1, Ordering::Relaxed);
+    }
+    run()
 }
 
 /// One run: a fresh server runtime, the load, the figures.

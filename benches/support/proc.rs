@@ -108,3 +108,77 @@ pub fn sampled(select: impl Fn(&str) -> bool + Send + 'static) -> Usage {
         .expect("the sampler runs for the whole process");
     answer.recv().expect("the sampler answers")
 }
+
+/// CPU time the rest of the machine has used: every CPU's busy time in
+/// /proc/stat less this process's own (its threads' and its waited-for
+/// children's, /proc/self/stat), both in clock ticks (`USER_HZ`, 100 a
+/// second), so coarse: for telling whether something else (a build, a test
+/// run) shared the machine with a measurement, not for measuring.
+#[derive(Debug, Clone, Copy)]
+pub struct Machine {
+    busy_ticks: u64,
+    own_ticks: u64,
+    at: std::time::Instant,
+}
+
+impl Machine {
+    pub fn now() -> Machine {
+        let stat = fs::read_to_string("/proc/stat").unwrap_or_default();
+        // "cpu user nice system idle iowait irq softirq steal ...": busy is
+        // all but idle and iowait.
+        let busy_ticks = stat
+            .lines()
+            .next()
+            .map(|cpu| {
+                cpu.split_whitespace()
+                    .skip(1)
+                    .enumerate()
+                    .filter(|(i, _)| *i != 3 && *i != 4)
+                    .filter_map(|(_, v)| v.parse::<u64>().ok())
+                    .sum()
+            })
+            .unwrap_or(0);
+        let own = fs::read_to_string("/proc/self/stat").unwrap_or_default();
+        // After the command name: state is field 3; utime 14, stime 15,
+        // cutime 16, cstime 17.
+        let own_ticks = own
+            .rfind(')')
+            .map(|i| {
+                own[i + 1..]
+                    .split_whitespace()
+                    .skip(11)
+                    .take(4)
+                    .filter_map(|v| v.parse::<u64>().ok())
+                    .sum()
+            })
+            .unwrap_or(0);
+        Machine {
+            busy_ticks,
+            own_ticks,
+            at: std::time::Instant::now(),
+        }
+    }
+
+    /// The other processes' CPU use since `earlier`, in cores (1.0: one
+    /// core's worth all the time).
+    pub fn others_since(&self, earlier: &Machine) -> f64 {
+        let secs = (self.at - earlier.at).as_secs_f64().max(1e-3);
+        self.other_ticks(earlier) as f64 / 100.0 / secs
+    }
+
+    /// Whether other processes used more than `cores` on average since
+    /// `earlier`. Two ticks (20 ms of CPU) are always allowed: the counts
+    /// are in whole ticks, attributed at each tick to whatever ran then, so
+    /// a run of a few tens of ms would otherwise fail on one stray tick.
+    pub fn disturbed_since(&self, earlier: &Machine, cores: f64) -> bool {
+        let secs = (self.at - earlier.at).as_secs_f64();
+        let ticks = self.other_ticks(earlier);
+        ticks > 2 && ticks as f64 > cores * secs * 100.0
+    }
+
+    fn other_ticks(&self, earlier: &Machine) -> u64 {
+        self.busy_ticks
+            .saturating_sub(earlier.busy_ticks)
+            .saturating_sub(self.own_ticks.saturating_sub(earlier.own_ticks))
+    }
+}
