@@ -60,8 +60,8 @@ const WORKLOADS: [(&str, Workload); 10] = [
 ];
 
 /// Runs of the cheap workloads, and of those that take seconds per run.
-const MICRO_RUNS: usize = 5;
-const HEAVY_RUNS: usize = 3;
+const MICRO_RUNS: usize = 9;
+const HEAVY_RUNS: usize = 5;
 /// Tasks per worker in the multi-thread group: more tasks than workers, so
 /// that a worker whose task yields always finds another to run or steal.
 const TASKS_PER_WORKER: usize = 4;
@@ -229,10 +229,9 @@ fn main() {
     }
     println!();
     println!(
-        "took {:.1} s; other processes used {:.2} cores on average meanwhile; {} run(s) repeated because they used over {} of a core during the run",
+        "took {:.1} s; other processes used {:.2} cores on average meanwhile; {}",
         start.elapsed().as_secs_f64(),
         proc_stats::Machine::now().others_since(&machine),
-        measure::REPEATED.load(std::sync::atomic::Ordering::Relaxed),
-        measure::OTHERS_LIMIT,
+        proc_stats::disturbance_note(measure::OTHERS_LIMIT),
     );
 }

@@ -3,7 +3,6 @@
 //! the clocks around it.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -124,29 +123,13 @@ pub(crate) fn alternate<R>(
     out
 }
 
-/// Runs that were done again because other processes were busy.
-pub(crate) static REPEATED: AtomicUsize = AtomicUsize::new(0);
-
 /// The machine is shared (builds and tests of other work run on it too): a
 /// run during which other processes used more than this much of a core on
-/// average is done again, up to [`ATTEMPTS`] times in all.
+/// average is done again (see `proc_stats::undisturbed`).
 pub(crate) const OTHERS_LIMIT: f64 = 0.25;
-const ATTEMPTS: usize = 4;
 
-/// `run()`, repeated while other processes used more than
-/// [`OTHERS_LIMIT`] of a core during it; the last attempt is kept anyway.
-/// /proc/stat counts 10 ms ticks, so a run shorter than about 40 ms is
-/// judged coarsely.
-fn undisturbed<R>(mut run: impl FnMut() -> R) -> R {
-    for _ in 1..ATTEMPTS {
-        let before = proc_stats::Machine::now();
-        let out = run();
-        if !proc_stats::Machine::now().disturbed_since(&before, OTHERS_LIMIT) {
-            return out;
-        }
-        REPEATED.fetch_add(1, Ordering::Relaxed);
-    }
-    run()
+fn undisturbed<R>(run: impl FnMut() -> R) -> R {
+    proc_stats::undisturbed(OTHERS_LIMIT, run)
 }
 
 /// `alternate(cfg, runs, group, |column| body)`, with `$t` bound to the

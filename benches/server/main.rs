@@ -34,7 +34,6 @@ mod side;
 mod load;
 mod serve;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use side::{Column, Side};
@@ -75,20 +74,26 @@ struct Scenario {
     proto: Proto,
     shape: Shape,
     handler: bool,
+    /// Diagnostic: each request also registers and drops a 1 ms
+    /// `tokio::time` sleep, which makes tokio unpark its driver (an eventfd
+    /// write) once per request. Runs only when named with `--only`.
+    unpark: bool,
 }
 
-const SCENARIOS: [Scenario; 7] = [
+const SCENARIOS: [Scenario; 8] = [
     Scenario {
         name: "tcp closed 64",
         proto: Proto::Tcp,
         shape: Shape::Closed { conns: 64 },
         handler: false,
+        unpark: false,
     },
     Scenario {
         name: "tcp+handler closed 64",
         proto: Proto::Tcp,
         shape: Shape::Closed { conns: 64 },
         handler: true,
+        unpark: false,
     },
     Scenario {
         name: "tcp 50k/s",
@@ -98,6 +103,7 @@ const SCENARIOS: [Scenario; 7] = [
             conns: 50,
         },
         handler: false,
+        unpark: false,
     },
     Scenario {
         name: "tcp+handler 50k/s",
@@ -107,6 +113,7 @@ const SCENARIOS: [Scenario; 7] = [
             conns: 50,
         },
         handler: true,
+        unpark: false,
     },
     Scenario {
         name: "tcp+handler 20k/s",
@@ -116,12 +123,24 @@ const SCENARIOS: [Scenario; 7] = [
             conns: 50,
         },
         handler: true,
+        unpark: false,
+    },
+    Scenario {
+        name: "tcp+handler+unpark 50k/s",
+        proto: Proto::Tcp,
+        shape: Shape::Rate {
+            per_sec: 50_000,
+            conns: 50,
+        },
+        handler: true,
+        unpark: true,
     },
     Scenario {
         name: "http closed 64",
         proto: Proto::Http,
         shape: Shape::Closed { conns: 64 },
         handler: false,
+        unpark: false,
     },
     Scenario {
         name: "http 30k/s",
@@ -131,6 +150,7 @@ const SCENARIOS: [Scenario; 7] = [
             conns: 50,
         },
         handler: false,
+        unpark: false,
     },
 ];
 
@@ -278,7 +298,8 @@ fn main() {
     let start = std::time::Instant::now();
     let machine = proc_stats::Machine::now();
     for scenario in SCENARIOS {
-        if !cfg.only.is_empty() && !cfg.only.contains(&scenario.name.replace(' ', "-")) {
+        let named = cfg.only.contains(&scenario.name.replace(' ', "-"));
+        if (!cfg.only.is_empty() || scenario.unpark) && !named {
             continue;
         }
         let runs = run_columns(&cfg, scenario);
@@ -306,10 +327,10 @@ fn main() {
     }
     println!();
     println!(
-        "took {:.1} s; other processes used {:.2} cores on average meanwhile; {} run(s) repeated because they used over {OTHERS_LIMIT} of a core during the run",
+        "took {:.1} s; other processes used {:.2} cores on average meanwhile; {}",
         start.elapsed().as_secs_f64(),
         proc_stats::Machine::now().others_since(&machine),
-        REPEATED.load(Ordering::Relaxed),
+        proc_stats::disturbance_note(OTHERS_LIMIT),
     );
 }
 
@@ -350,25 +371,13 @@ fn run_columns(cfg: &Config, scenario: Scenario) -> [Vec<RunOut>; 4] {
     out
 }
 
-/// Runs repeated because other processes were busy.
-static REPEATED: AtomicUsize = AtomicUsize::new(0);
-
 /// The machine is shared (builds and tests of other work run on it too): a
 /// run during which other processes used more than this much of a core on
-/// average is done again, up to [`ATTEMPTS`] times in all (the last is kept).
+/// average is done again (see `proc_stats::undisturbed`).
 const OTHERS_LIMIT: f64 = 0.15;
-const ATTEMPTS: usize = 4;
 
-fn undisturbed(mut run: impl FnMut() -> RunOut) -> RunOut {
-    for _ in 1..ATTEMPTS {
-        let before = proc_stats::Machine::now();
-        let out = run();
-        if !proc_stats::Machine::now().disturbed_since(&before, OTHERS_LIMIT) {
-            return out;
-        }
-        REPEATED.fetch_add(1, Ordering::Relaxed);
-    }
-    run()
+fn undisturbed(run: impl FnMut() -> RunOut) -> RunOut {
+    proc_stats::undisturbed(OTHERS_LIMIT, run)
 }
 
 /// One run: a fresh server runtime, the load, the figures.
@@ -391,6 +400,7 @@ fn run<T: Side>(cfg: &Config, scenario: Scenario) -> RunOut {
             conns,
             scenario.proto,
             scenario.handler,
+            scenario.unpark,
             timer.clone(),
         ));
         (addr, timer)

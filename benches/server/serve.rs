@@ -7,11 +7,15 @@
 //!   awaits once (a `yield_now`, standing for a call to another service),
 //!   so that its timeout registers and is cancelled: 2 registrations and 2
 //!   cancels per request, plus the idle reset.
+//! - `tcp+handler+unpark` (diagnostic, only with `--only`): `+handler`, and
+//!   each request also makes tokio's driver unpark (see
+//!   [`unpark_tokio_driver`]).
 //! - `http`: hyper's HTTP/1 server (keep-alive) with `header_read_timeout`
 //!   on the column's timer: `hyper_util::rt::TokioTimer` for the tokio
 //!   columns, a `wheel::Timer` (the runtime's default one, or the explicit
 //!   one) for the wheel columns; needs the crate's `hyper` feature.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::pin;
 use std::time::Duration;
@@ -42,6 +46,7 @@ pub(crate) async fn accept<T: Side>(
     conns: usize,
     proto: Proto,
     handler: bool,
+    unpark: bool,
     timer: T::Timer,
 ) {
     for _ in 0..conns {
@@ -49,7 +54,7 @@ pub(crate) async fn accept<T: Side>(
         stream.set_nodelay(true).expect("TCP_NODELAY");
         let timer = timer.clone();
         match proto {
-            Proto::Tcp => drop(tokio::spawn(tcp::<T>(stream, handler, timer))),
+            Proto::Tcp => drop(tokio::spawn(tcp::<T>(stream, handler, unpark, timer))),
             Proto::Http => drop(tokio::spawn(http::<T>(stream, timer))),
         }
     }
@@ -66,7 +71,7 @@ pub(crate) async fn listen() -> (TcpListener, SocketAddr) {
 
 /// One raw-TCP connection; returns when the client closes it (or a
 /// timeout closes it, which the run would report as an error).
-async fn tcp<T: Side>(mut stream: TcpStream, handler: bool, timer: T::Timer) {
+async fn tcp<T: Side>(mut stream: TcpStream, handler: bool, unpark: bool, timer: T::Timer) {
     let mut idle = pin!(T::sleep(&timer, IDLE));
     let mut request = [0u8; REQUEST_LEN];
     loop {
@@ -82,6 +87,9 @@ async fn tcp<T: Side>(mut stream: TcpStream, handler: bool, timer: T::Timer) {
             _ => return,
         }
         T::reset(idle.as_mut(), Instant::now() + IDLE);
+        if unpark {
+            unpark_tokio_driver().await;
+        }
         let response = if handler {
             match T::timeout(&timer, HANDLER_TIMEOUT, handle(request)).await {
                 Ok(response) => response,
@@ -95,6 +103,20 @@ async fn tcp<T: Side>(mut stream: TcpStream, handler: bool, timer: T::Timer) {
             _ => return,
         }
     }
+}
+
+/// Registers a 1 ms `tokio::time` sleep and drops it: earlier than any
+/// deadline tokio's driver parked for, so tokio unparks the driver, an
+/// eventfd write with IO enabled (`Handle::reregister`: the driver's
+/// `next_wake` is only updated when it parks, so this happens on every
+/// call). The diagnostic `+unpark` scenario adds it to each request.
+async fn unpark_tokio_driver() {
+    let mut sleep = pin!(tokio::time::sleep(Duration::from_millis(1)));
+    std::future::poll_fn(|cx| {
+        let _ = sleep.as_mut().poll(cx);
+        std::task::Poll::Ready(())
+    })
+    .await;
 }
 
 /// A handler that awaits once before it answers.

@@ -182,3 +182,53 @@ impl Machine {
             .saturating_sub(self.own_ticks.saturating_sub(earlier.own_ticks))
     }
 }
+
+/// Runs done again, and time spent waiting for a quiet machine, by
+/// [`undisturbed`].
+pub static REPEATED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static WAITED_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Attempts at one run before the last is kept whatever the machine did.
+const ATTEMPTS: usize = 6;
+/// The most a whole bench waits for other processes to go quiet.
+const WAIT_BUDGET: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// `run()`, done again while other processes used more than `limit` of a
+/// core on average during it. The machine may be shared (a build or a test
+/// run of other work): after a disturbed attempt this waits, in 200 ms
+/// looks, until the others have used at most `limit` for a whole look (or
+/// [`WAIT_BUDGET`] is spent over the bench), then tries again, up to
+/// [`ATTEMPTS`] times; the last attempt is kept anyway.
+pub fn undisturbed<R>(limit: f64, mut run: impl FnMut() -> R) -> R {
+    use std::sync::atomic::Ordering::Relaxed;
+    for _ in 1..ATTEMPTS {
+        let before = Machine::now();
+        let out = run();
+        if !Machine::now().disturbed_since(&before, limit) {
+            return out;
+        }
+        REPEATED.fetch_add(1, Relaxed);
+        loop {
+            if WAITED_MS.load(Relaxed) >= WAIT_BUDGET.as_millis() as u64 {
+                break;
+            }
+            let look = Machine::now();
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            WAITED_MS.fetch_add(200, Relaxed);
+            if !Machine::now().disturbed_since(&look, limit) {
+                break;
+            }
+        }
+    }
+    run()
+}
+
+/// What [`undisturbed`] did, for a bench's footer.
+pub fn disturbance_note(limit: f64) -> String {
+    use std::sync::atomic::Ordering::Relaxed;
+    format!(
+        "{} run(s) done again because other processes used over {limit} of a core during them; {:.1} s spent waiting for them to go quiet",
+        REPEATED.load(Relaxed),
+        WAITED_MS.load(Relaxed) as f64 / 1e3
+    )
+}
