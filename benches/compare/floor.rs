@@ -3,8 +3,10 @@
 //!
 //! Every column runs the same code (in its turn, on its runtime), so the
 //! figures differ only by noise (and, for `yield_now` on a multi-thread
-//! runtime, by the runtime's timer flavour) and the rows carry no ratio.
-//! They show how far a ratio target can go at all:
+//! runtime, by the runtime's timer flavour): their ratio columns show how
+//! much the same code moves from run to run, nothing about the timers
+//! (for one shared `Arc` on several workers, a lot: where its count's cache
+//! line lands matters). They show how far a ratio target can go at all:
 //!
 //! - every `timeout(d, f)` and `sleep(d)` reads the clock once for its
 //!   deadline (`tokio::time` documents the deadline as `now + d` at the

@@ -15,7 +15,7 @@
 //! and each figure is the median of its runs.
 //!
 //! ```text
-//! cargo bench --bench compare                     # full size (about 10 minutes on 2 cores)
+//! cargo bench --bench compare                     # full size (about 4-5 minutes on 2 cores)
 //! cargo bench --bench compare -- quick            # a quarter (or WHEEL_BENCH_SIZE=quick)
 //! cargo bench --bench compare -- --only churn,reset --runs 7
 //! cargo bench --bench compare -- --workers 4 --groups mt

@@ -10,8 +10,8 @@
 //! context switches per request (from /proc, `../support/proc.rs`).
 //!
 //! ```text
-//! cargo bench --bench server --features hyper              # full: about 4 minutes
-//! cargo bench --bench server --features hyper -- quick     # under a minute
+//! cargo bench --bench server --features hyper              # full: about 3 minutes
+//! cargo bench --bench server --features hyper -- quick     # about 20 s
 //! cargo bench --bench server -- --only tcp-50k+handler --runs 5
 //! RUSTFLAGS="--cfg tokio_unstable" CARGO_TARGET_DIR=target/unstable \
 //!     cargo bench --bench server --features hyper          # adds tokio-alt
