@@ -3,20 +3,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::runtime::Runtime;
 use tokio::time::Instant;
 
-use crate::measure::{
-    alternate, cpu_seconds, current_thread, multi_thread, percentile, random_duration, signed_nanos,
-};
+use crate::measure::{columns, percentile, random_duration, signed_nanos, Group};
+use crate::proc_stats;
 use crate::report::{label, Row};
-use crate::side::{Side, Tokio, Wheel};
+use crate::side::Side;
 use crate::support::Rng;
 use crate::Config;
 
 const FIRE_N: usize = 200_000;
-
-type MakeRuntime = fn() -> Runtime;
 
 /// What one run reports.
 #[derive(Debug)]
@@ -31,7 +27,8 @@ struct FireOut {
 
 /// 200,000 tasks, each sleeping a random 1-500 ms: wall and CPU time from
 /// the first spawn to the last join, and each task's lateness (when it ran
-/// again minus its deadline).
+/// again minus its deadline). A cold start on every column: the explicit
+/// timer is built, and the default one created, inside the timed region.
 pub(crate) fn fire_200k(cfg: &Config) {
     let n = cfg.size.of(FIRE_N, 1000);
     let mut rng = Rng::new(0xf1e);
@@ -46,50 +43,65 @@ pub(crate) fn fire_200k(cfg: &Config) {
             })
             .collect(),
     );
-    let flavours: [(&str, MakeRuntime); 2] = [
-        ("current_thread", current_thread),
-        ("2 workers", || multi_thread(2)),
-    ];
-    for (flavour, runtime) in flavours {
-        let runs = alternate(
-            cfg.heavy_runs,
-            cfg.sides,
-            || fire_run::<Tokio>(runtime(), &durations),
-            || fire_run::<Wheel>(runtime(), &durations),
-        );
-        let name = format!("{} {flavour}", label("fire_200k", n, FIRE_N));
-        Row::median(format!("{name}: wall"), "s", &runs, |r| r.wall_s).print();
-        Row::median(format!("{name}: CPU"), "s", &runs, |r| r.cpu_s).print();
-        Row::median(format!("{name}: late p50"), "ms", &runs, |r| r.p50_ms).print();
-        Row::median(format!("{name}: late p99"), "ms", &runs, |r| r.p99_ms).print();
-        Row::median(format!("{name}: late max"), "ms", &runs, |r| r.max_ms).print();
-        Row::sum(format!("{name}: early"), "count, all runs", &runs, |r| {
-            r.early as f64
+    for &group in &cfg.groups {
+        if group == Group::CtTime {
+            continue;
+        }
+        let runs = columns!(cfg, cfg.heavy_runs, group, |T| fire_run::<T>(
+            group, &durations
+        ));
+        let name = label("fire_200k", n, FIRE_N);
+        Row::median(format!("{name}: wall"), group, "s", &runs, |r| r.wall_s).print();
+        Row::median(format!("{name}: CPU"), group, "s", &runs, |r| r.cpu_s).print();
+        Row::median(format!("{name}: late p50"), group, "ms", &runs, |r| {
+            r.p50_ms
         })
+        .print();
+        Row::median(format!("{name}: late p99"), group, "ms", &runs, |r| {
+            r.p99_ms
+        })
+        .print();
+        Row::median(format!("{name}: late max"), group, "ms", &runs, |r| {
+            r.max_ms
+        })
+        .print();
+        Row::sum(
+            format!("{name}: early"),
+            group,
+            "count, all runs",
+            &runs,
+            |r| r.early as f64,
+        )
         .print();
     }
 }
 
-fn fire_run<T: Side>(rt: Runtime, durations: &Arc<Vec<Duration>>) -> FireOut {
-    let (wall, cpu_s, mut lateness) = rt.block_on(async {
-        let cpu_before = cpu_seconds();
+fn fire_run<T: Side>(group: Group, durations: &Arc<Vec<Duration>>) -> FireOut {
+    let rt = group.runtime::<T>();
+    let (wall, cpu_ns, mut lateness) = rt.block_on(async {
+        let cpu_before = proc_stats::sampled(|_| true).cpu_ns;
         let start = std::time::Instant::now();
+        let timer = T::timer();
         let tasks: Vec<_> = durations
             .iter()
-            .map(|&d| tokio::spawn(sleeper::<T>(d)))
+            .map(|&d| tokio::spawn(sleeper::<T>(timer.clone(), d)))
             .collect();
         let mut lateness = Vec::with_capacity(tasks.len());
         for task in tasks {
             lateness.push(task.await.expect("a sleeper panicked"));
         }
-        (start.elapsed(), cpu_seconds() - cpu_before, lateness)
+        let wall = start.elapsed();
+        // Time for the workers to park (see `measure::Snapshot::take`).
+        std::thread::sleep(std::time::Duration::from_millis(3));
+        let cpu = proc_stats::sampled(|_| true).cpu_ns - cpu_before;
+        (wall, cpu, lateness)
     });
     drop(rt);
     lateness.sort_unstable();
     let ms = |nanos: i64| nanos as f64 / 1e6;
     FireOut {
         wall_s: wall.as_secs_f64(),
-        cpu_s,
+        cpu_s: cpu_ns as f64 / 1e9,
         p50_ms: ms(percentile(&lateness, 50.0)),
         p99_ms: ms(percentile(&lateness, 99.0)),
         max_ms: ms(*lateness.last().expect("n > 0")),
@@ -99,8 +111,8 @@ fn fire_run<T: Side>(rt: Runtime, durations: &Arc<Vec<Duration>>) -> FireOut {
 
 /// Sleeps `d` from its first poll; returns how late it woke, in signed ns
 /// (negative: early).
-async fn sleeper<T: Side>(d: Duration) -> i64 {
+async fn sleeper<T: Side>(timer: T::Timer, d: Duration) -> i64 {
     let deadline = Instant::now() + d;
-    T::sleep_until(deadline).await;
+    T::sleep_until(&timer, deadline).await;
     signed_nanos(Instant::now(), deadline)
 }

@@ -1,9 +1,12 @@
 //! `floor`: what a timeout costs before any timer is involved, measured in
 //! the same run as the timer workloads so the two can be compared.
 //!
-//! Both columns run the same code (alternately, in each side's turn), so
-//! the two figures differ only by noise and the rows carry no ratio. They
-//! show how far a ratio target can go at all:
+//! Every column runs the same code (in its turn, on its runtime), so the
+//! figures differ only by noise (and, for `yield_now` on a multi-thread
+//! runtime, by the runtime's timer flavour): their ratio columns show how
+//! much the same code moves from run to run, nothing about the timers
+//! (for one shared `Arc` on several workers, a lot: where its count's cache
+//! line lands matters). They show how far a ratio target can go at all:
 //!
 //! - every `timeout(d, f)` and `sleep(d)` reads the clock once for its
 //!   deadline (`tokio::time` documents the deadline as `now + d` at the
@@ -11,46 +14,91 @@
 //!   the `Instant::now` row;
 //! - `timeout_yield`'s inner future yields once, so each call includes one
 //!   round trip through the scheduler, the `yield_now` row, whatever the
-//!   timer.
+//!   timer;
+//! - a sleep that keeps its timer alive clones and drops one `Arc` that
+//!   every worker shares (the `shared Arc` row: on several workers its
+//!   count's cache line moves between cores on every operation), and
+//!   `wheel::sleep` also asks tokio for the current runtime (the
+//!   `Handle::try_current` row, which clones the runtime's handle, another
+//!   `Arc` every worker shares). What those cost in `mt` against `ct` is
+//!   the part of a timer's scaling row that sharing a count causes.
 
 use std::hint::black_box;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::measure::{alternate, block_on_unconstrained, current_thread};
-use crate::report::{label, Row};
+use crate::measure::{chunked, columns, run_tasks, Group, PerOp};
+use crate::micro::print_per_op;
+use crate::report::label;
+use crate::side::Side;
 use crate::Config;
 
 const NOW_N: usize = 2_000_000;
 const YIELD_N: usize = 200_000;
 
-/// A floor row: its name, its nominal size, and one run (ns per call).
-type Floor = (&'static str, usize, fn(usize) -> f64);
-
 pub(crate) fn floor(cfg: &Config) {
-    let floors: [Floor; 2] = [
-        ("floor: Instant::now, no timer", NOW_N, now_run),
-        ("floor: yield_now round trip, no timer", YIELD_N, yield_run),
-    ];
-    for (name, nominal, run) in floors {
-        let n = cfg.size.of(nominal, 1000);
-        let runs = alternate(cfg.micro_runs, cfg.sides, || run(n), || run(n));
-        Row::median(label(name, n, nominal), "ns/call", &runs, |&ns| ns)
-            .without_ratio()
-            .print();
+    let n = cfg.size.of(NOW_N, 1000);
+    for &group in &cfg.groups {
+        let runs = columns!(cfg, cfg.micro_runs, group, |T| now_run::<T>(cfg, group, n));
+        print_per_op(
+            &label("floor: Instant::now, no timer", n, NOW_N),
+            group,
+            "ns/call",
+            &runs,
+        );
+    }
+    let n = cfg.size.of(NOW_N, 1000);
+    for &group in &cfg.groups {
+        let runs = columns!(cfg, cfg.micro_runs, group, |T| shared_run::<T>(
+            cfg,
+            group,
+            n,
+            Shared::Arc
+        ));
+        print_per_op(
+            &label("floor: shared Arc clone+drop, no timer", n, NOW_N),
+            group,
+            "ns/call",
+            &runs,
+        );
+        let runs = columns!(cfg, cfg.micro_runs, group, |T| shared_run::<T>(
+            cfg,
+            group,
+            n,
+            Shared::Handle
+        ));
+        print_per_op(
+            &label("floor: Handle::try_current, no timer", n, NOW_N),
+            group,
+            "ns/call",
+            &runs,
+        );
+    }
+    let n = cfg.size.of(YIELD_N, 1000);
+    for &group in &cfg.groups {
+        let runs = columns!(cfg, cfg.micro_runs, group, |T| yield_run::<T>(
+            cfg, group, n
+        ));
+        print_per_op(
+            &label("floor: yield_now round trip, no timer", n, YIELD_N),
+            group,
+            "ns/call",
+            &runs,
+        );
     }
 }
 
 /// `Instant::now()` inside a runtime, as `timeout` and `sleep` call it.
-fn now_run(n: usize) -> f64 {
-    let rt = current_thread();
-    block_on_unconstrained(&rt, async {
-        now_loop(n / 10);
-        let start = std::time::Instant::now();
-        now_loop(n);
-        start.elapsed().as_nanos() as f64 / n as f64
-    })
+fn now_run<T: Side>(cfg: &Config, group: Group, n: usize) -> PerOp {
+    let (snaps, _) = run_tasks::<T, _, _>(cfg, group, 1, |ctx| async move {
+        let share = ctx.share(n);
+        now_loop(share.len() / 10);
+        ctx.lines.cross().await;
+        chunked(ctx.tasks, share, |_, r| now_loop(r.len())).await;
+    });
+    PerOp::between(&snaps[0], &snaps[1], n)
 }
 
 #[inline(never)]
@@ -62,15 +110,48 @@ fn now_loop(n: usize) {
     black_box(latest + Duration::from_secs(5));
 }
 
+/// What [`shared_run`] does per call.
+#[derive(Debug, Clone, Copy)]
+enum Shared {
+    /// Clones and drops one `Arc` all tasks share.
+    Arc,
+    /// `tokio::runtime::Handle::try_current()`, dropped.
+    Handle,
+}
+
+fn shared_run<T: Side>(cfg: &Config, group: Group, n: usize, what: Shared) -> PerOp {
+    let one = Arc::new(0u64);
+    let (snaps, _) = run_tasks::<T, _, _>(cfg, group, 1, |ctx| {
+        let one = Arc::clone(&one);
+        async move {
+            let share = ctx.share(n);
+            shared_loop(&one, what, share.len() / 10);
+            ctx.lines.cross().await;
+            chunked(ctx.tasks, share, |_, r| shared_loop(&one, what, r.len())).await;
+        }
+    });
+    PerOp::between(&snaps[0], &snaps[1], n)
+}
+
+#[inline(never)]
+fn shared_loop(one: &Arc<u64>, what: Shared, n: usize) {
+    for _ in 0..n {
+        match what {
+            Shared::Arc => drop(black_box(Arc::clone(one))),
+            Shared::Handle => drop(black_box(tokio::runtime::Handle::try_current())),
+        }
+    }
+}
+
 /// `yield_now().await` on the runtime `timeout_yield` uses.
-fn yield_run(n: usize) -> f64 {
-    let rt = current_thread();
-    block_on_unconstrained(&rt, async {
-        yield_loop(n / 10).await;
-        let start = std::time::Instant::now();
-        yield_loop(n).await;
-        start.elapsed().as_nanos() as f64 / n as f64
-    })
+fn yield_run<T: Side>(cfg: &Config, group: Group, n: usize) -> PerOp {
+    let (snaps, _) = run_tasks::<T, _, _>(cfg, group, 1, |ctx| async move {
+        let share = ctx.share(n).len();
+        yield_loop(share / 10).await;
+        ctx.lines.cross().await;
+        yield_loop(share).await;
+    });
+    PerOp::between(&snaps[0], &snaps[1], n)
 }
 
 async fn yield_loop(n: usize) {

@@ -1,10 +1,12 @@
-//! The per-call workloads: `timeout_ready`, `churn`, `timeout_yield`,
-//! `reset`, `repoll` and `mt_churn`.
+//! The per-call workloads: `timeout_ready`, `churn` (and its scaling row),
+//! `timeout_yield`, `reset` and `repoll`.
 //!
-//! Each run builds a fresh runtime (so each side starts with an empty timer),
-//! warms up with a tenth of the work, then times the rest with
-//! `std::time::Instant`. The timed loops are `#[inline(never)]` functions so
-//! a profiler can collect exactly them (`callgrind --toggle-collect`).
+//! Each run builds a fresh runtime (so each column starts with an empty
+//! timer), spreads the work over the group's tasks, warms up with a tenth of
+//! it, then reads the wall clock and the process's CPU time around the rest
+//! (see `measure::run_tasks`). The timed loops are `#[inline(never)]`
+//! functions so a profiler can collect exactly them
+//! (`callgrind --toggle-collect`).
 
 use std::future::Future;
 use std::hint::black_box;
@@ -15,12 +17,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::measure::{
-    alternate, block_on_unconstrained, current_thread, multi_thread, random_duration, with_context,
-};
+use crate::measure::{chunked, columns, random_duration, run_tasks, Group, PerColumn, PerOp};
 use crate::report::{label, Row};
-use crate::side::{Side, Tokio, Wheel};
-use crate::support::Rng;
+use crate::side::{Column, Side};
+use crate::support::{median, Rng};
 use crate::Config;
 
 /// The timeout every `timeout_*` workload uses.
@@ -32,59 +32,67 @@ const TIMEOUT_YIELD_N: usize = 200_000;
 /// Sleeps kept registered by `reset` and `repoll`, and their timed rounds.
 const REGISTERED_N: usize = 100_000;
 const REGISTERED_ROUNDS: usize = 10;
-const MT_CHURN_N: usize = 1_000_000;
-const MT_TASKS: usize = 8;
-const MT_WORKERS: usize = 2;
-/// `mt_churn` tasks yield after this many timers, so the 8 tasks interleave
-/// on the 2 workers instead of running one after another.
-const MT_CHUNK: usize = 1024;
 
-fn nanos_per(elapsed: std::time::Duration, n: usize) -> f64 {
-    elapsed.as_nanos() as f64 / n as f64
+/// Prints a workload's wall and CPU rows for one group.
+pub(crate) fn print_per_op(name: &str, group: Group, unit: &'static str, runs: &PerColumn<PerOp>) {
+    Row::median(format!("{name}: wall"), group, unit, runs, |r| r.wall_ns).print();
+    Row::median(format!("{name}: CPU"), group, unit, runs, |r| r.cpu_ns).print();
 }
 
 /// `timeout(5 s, ready)`: creating, polling (the inner future wins) and
 /// dropping a timeout that never touches the timer's state.
 pub(crate) fn timeout_ready(cfg: &Config) {
     let n = cfg.size.of(TIMEOUT_READY_N, 1000);
-    let runs = alternate(
-        cfg.micro_runs,
-        cfg.sides,
-        || timeout_ready_run::<Tokio>(n),
-        || timeout_ready_run::<Wheel>(n),
-    );
-    Row::median(
-        label("timeout_ready", n, TIMEOUT_READY_N),
-        "ns/call",
-        &runs,
-        |&ns| ns,
-    )
-    .print();
+    for &group in &cfg.groups {
+        let runs = columns!(cfg, cfg.micro_runs, group, |T| timeout_ready_run::<T>(
+            cfg, group, n
+        ));
+        print_per_op(
+            &label("timeout_ready", n, TIMEOUT_READY_N),
+            group,
+            "ns/call",
+            &runs,
+        );
+    }
 }
 
-fn timeout_ready_run<T: Side>(n: usize) -> f64 {
-    let rt = current_thread();
-    block_on_unconstrained(&rt, async {
-        with_context(|cx| timeout_ready_loop::<T>(cx, n / 10)).await;
-        let start = std::time::Instant::now();
-        with_context(|cx| timeout_ready_loop::<T>(cx, n)).await;
-        nanos_per(start.elapsed(), n)
-    })
+fn timeout_ready_run<T: Side>(cfg: &Config, group: Group, n: usize) -> PerOp {
+    let (snaps, _) = run_tasks::<T, _, _>(cfg, group, 1, |ctx| async move {
+        let share = ctx.share(n);
+        let warm = share.start..share.start + share.len() / 10;
+        chunked(ctx.tasks, warm, |cx, r| {
+            timeout_ready_loop::<T>(cx, &ctx.timer, r)
+        })
+        .await;
+        ctx.lines.cross().await;
+        chunked(ctx.tasks, share, |cx, r| {
+            timeout_ready_loop::<T>(cx, &ctx.timer, r)
+        })
+        .await;
+    });
+    PerOp::between(&snaps[0], &snaps[1], n)
 }
 
 /// What `.await` on the timeout does when the inner future is ready: one poll.
 #[inline(never)]
-pub(crate) fn timeout_ready_loop<T: Side>(cx: &mut Context<'_>, n: usize) {
-    for i in 0..n {
-        let call = pin!(T::timeout(TIMEOUT, std::future::ready(black_box(i))));
+pub(crate) fn timeout_ready_loop<T: Side>(
+    cx: &mut Context<'_>,
+    timer: &T::Timer,
+    range: std::ops::Range<usize>,
+) {
+    for i in range {
+        let call = pin!(T::timeout(timer, TIMEOUT, std::future::ready(black_box(i))));
         match call.poll(cx) {
             Poll::Ready(Ok(v)) if v == i => {}
-            other => panic!("{}: timeout of a ready future gave {other:?}", T::NAME),
+            other => panic!(
+                "{}: timeout of a ready future gave {other:?}",
+                T::COLUMN.name()
+            ),
         }
     }
 }
 
-/// Durations uniform in 1-5 s, the same for both sides.
+/// Durations uniform in 1-5 s, the same for every column.
 pub(crate) fn churn_durations(n: usize) -> Vec<Duration> {
     let mut rng = Rng::new(0xc4u64);
     (0..n)
@@ -93,180 +101,242 @@ pub(crate) fn churn_durations(n: usize) -> Vec<Duration> {
 }
 
 /// `sleep(1-5 s)`, polled once so it registers, then dropped (cancelled).
+///
+/// Besides each group's rows, when the multi-thread group has more than one
+/// worker, churn also runs on a one-worker multi-thread runtime (same tasks,
+/// same yields), and the scaling row divides the CPU per churned timer with
+/// every worker churning by that: a timer with nothing shared on its hot
+/// path reads about 1.0, and anything above is what the workers' sharing
+/// (locks, shared counters, cache lines moving between cores, wake-ups of
+/// the driver) costs per timer.
 pub(crate) fn churn(cfg: &Config) {
     let n = cfg.size.of(CHURN_N, 1000);
-    let durations = churn_durations(n);
-    let runs = alternate(
-        cfg.micro_runs,
-        cfg.sides,
-        || churn_run::<Tokio>(&durations),
-        || churn_run::<Wheel>(&durations),
-    );
-    Row::median(label("churn", n, CHURN_N), "ns/timer", &runs, |&ns| ns).print();
+    let durations = Arc::new(churn_durations(n));
+    let name = label("churn", n, CHURN_N);
+    let mut groups = cfg.groups.clone();
+    let workers = cfg.groups.iter().find_map(|g| match g {
+        Group::Mt(w) if *w > 1 => Some(*w),
+        _ => None,
+    });
+    if workers.is_some() {
+        groups.push(Group::Mt(1));
+    }
+    let mut cpu_at = Vec::new();
+    for group in groups {
+        let runs = columns!(cfg, cfg.micro_runs, group, |T| churn_run::<T>(
+            cfg, group, &durations
+        ));
+        print_per_op(&name, group, "ns/timer", &runs);
+        if let Group::Mt(_) = group {
+            // The harness's own check: CPU over wall is how many threads
+            // were busy; it should read about the worker count.
+            Row::median(
+                format!("{name}: busy threads"),
+                group,
+                "CPU/wall",
+                &runs,
+                |r| r.cpu_ns / r.wall_ns,
+            )
+            .without_ratio()
+            .print();
+        }
+        cpu_at.push((group, Column::ALL.map(|c| cpu_median(&runs, c))));
+    }
+    if let Some(w) = workers {
+        let of = |g: Group| {
+            cpu_at
+                .iter()
+                .find(|(group, _)| *group == g)
+                .map(|(_, v)| *v)
+        };
+        let (all, one) = (
+            of(Group::Mt(w)).expect("ran"),
+            of(Group::Mt(1)).expect("ran"),
+        );
+        let values = Column::ALL.map(|c| {
+            let (a, o) = (all[c as usize]?, one[c as usize]?);
+            Some(a / o)
+        });
+        Row {
+            workload: format!("scaling: churn CPU, {w} workers / 1"),
+            group: format!("mt, {w}w / 1w"),
+            unit: "ratio",
+            values,
+            ratio: true,
+        }
+        .print();
+    }
 }
 
-fn churn_run<T: Side>(durations: &[Duration]) -> f64 {
-    let rt = current_thread();
-    block_on_unconstrained(&rt, async {
-        with_context(|cx| churn_loop::<T>(cx, &durations[..durations.len() / 10])).await;
-        let start = std::time::Instant::now();
-        with_context(|cx| churn_loop::<T>(cx, durations)).await;
-        let ns = nanos_per(start.elapsed(), durations.len());
-        assert_eq!(T::pending().unwrap_or(0), 0, "churn left timers behind");
-        ns
-    })
+fn cpu_median(runs: &PerColumn<PerOp>, column: Column) -> Option<f64> {
+    let of = runs.of(column);
+    (!of.is_empty()).then(|| median(of.iter().map(|r| r.cpu_ns).collect()))
+}
+
+fn churn_run<T: Side>(cfg: &Config, group: Group, durations: &Arc<Vec<Duration>>) -> PerOp {
+    let n = durations.len();
+    let (snaps, _) = run_tasks::<T, _, _>(cfg, group, 1, |ctx| {
+        let durations = Arc::clone(durations);
+        async move {
+            let share = ctx.share(n);
+            let warm = share.start..share.start + share.len() / 10;
+            chunked(ctx.tasks, warm, |cx, r| {
+                churn_loop::<T>(cx, &ctx.timer, &durations[r])
+            })
+            .await;
+            ctx.lines.cross().await;
+            chunked(ctx.tasks, share, |cx, r| {
+                churn_loop::<T>(cx, &ctx.timer, &durations[r])
+            })
+            .await;
+        }
+    });
+    snaps[1].expect_pending(0, "churn left timers behind");
+    PerOp::between(&snaps[0], &snaps[1], n)
 }
 
 /// One sleep per duration: created, polled once (it registers: the
 /// deadline is seconds away), dropped (it cancels).
 #[inline(never)]
-pub(crate) fn churn_loop<T: Side>(cx: &mut Context<'_>, durations: &[Duration]) {
+pub(crate) fn churn_loop<T: Side>(cx: &mut Context<'_>, timer: &T::Timer, durations: &[Duration]) {
     for &d in durations {
-        let sleep = pin!(T::sleep(d));
+        let sleep = pin!(T::sleep(timer, d));
         assert!(
             sleep.poll(cx).is_pending(),
             "{}: a 1-5 s sleep completed at once",
-            T::NAME
+            T::COLUMN.name()
         );
     }
 }
 
 /// `timeout(5 s, yield_now())`: the first poll registers the timeout (the
 /// inner future yields), the second completes and cancels it. Includes a
-/// round trip through the scheduler, the same for both sides.
+/// round trip through the scheduler, the same for every column.
 pub(crate) fn timeout_yield(cfg: &Config) {
     let n = cfg.size.of(TIMEOUT_YIELD_N, 1000);
-    let runs = alternate(
-        cfg.micro_runs,
-        cfg.sides,
-        || timeout_yield_run::<Tokio>(n),
-        || timeout_yield_run::<Wheel>(n),
-    );
-    Row::median(
-        label("timeout_yield", n, TIMEOUT_YIELD_N),
-        "ns/call",
-        &runs,
-        |&ns| ns,
-    )
-    .print();
-}
-
-fn timeout_yield_run<T: Side>(n: usize) -> f64 {
-    let rt = current_thread();
-    block_on_unconstrained(&rt, async {
-        timeout_yield_loop::<T>(n / 10).await;
-        let start = std::time::Instant::now();
-        timeout_yield_loop::<T>(n).await;
-        let ns = nanos_per(start.elapsed(), n);
-        assert_eq!(
-            T::pending().unwrap_or(0),
-            0,
-            "timeout_yield left timers behind"
+    for &group in &cfg.groups {
+        let runs = columns!(cfg, cfg.micro_runs, group, |T| timeout_yield_run::<T>(
+            cfg, group, n
+        ));
+        print_per_op(
+            &label("timeout_yield", n, TIMEOUT_YIELD_N),
+            group,
+            "ns/call",
+            &runs,
         );
-        ns
-    })
+    }
 }
 
-async fn timeout_yield_loop<T: Side>(n: usize) {
+fn timeout_yield_run<T: Side>(cfg: &Config, group: Group, n: usize) -> PerOp {
+    let (snaps, _) = run_tasks::<T, _, _>(cfg, group, 1, |ctx| async move {
+        let share = ctx.share(n).len();
+        timeout_yield_loop::<T>(&ctx.timer, share / 10).await;
+        ctx.lines.cross().await;
+        timeout_yield_loop::<T>(&ctx.timer, share).await;
+    });
+    snaps[1].expect_pending(0, "timeout_yield left timers behind");
+    PerOp::between(&snaps[0], &snaps[1], n)
+}
+
+async fn timeout_yield_loop<T: Side>(timer: &T::Timer, n: usize) {
     for _ in 0..n {
-        let out = T::timeout(TIMEOUT, tokio::task::yield_now()).await;
-        assert!(out.is_ok(), "{}: a yield outlasted 5 s", T::NAME);
+        let out = T::timeout(timer, TIMEOUT, tokio::task::yield_now()).await;
+        assert!(out.is_ok(), "{}: a yield outlasted 5 s", T::COLUMN.name());
     }
 }
 
 /// 100,000 registered sleeps, each moved to a later deadline and polled, 10
 /// rounds.
 pub(crate) fn reset(cfg: &Config) {
-    registered(
-        cfg,
-        "reset",
-        "ns/reset",
-        reset_round::<Tokio>,
-        reset_round::<Wheel>,
-    );
+    registered(cfg, "reset", "ns/reset", Step::Reset);
 }
 
 /// 100,000 registered sleeps, each polled again by the same task (as a
 /// `Timeout` polls its delay whenever the inner future is pending), 10
 /// rounds.
 pub(crate) fn repoll(cfg: &Config) {
-    registered(
-        cfg,
-        "repoll",
-        "ns/poll",
-        repoll_round::<Tokio>,
-        repoll_round::<Wheel>,
-    );
+    registered(cfg, "repoll", "ns/poll", Step::Repoll);
 }
 
-/// Runs `registered_run` with each side's `round` and prints the row.
-fn registered(
-    cfg: &Config,
-    name: &str,
-    unit: &'static str,
-    tokio: Round<<Tokio as Side>::Sleep>,
-    wheel: Round<<Wheel as Side>::Sleep>,
-) {
+/// What a round of [`registered`] does to each sleep.
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    Reset,
+    Repoll,
+}
+
+fn registered(cfg: &Config, name: &str, unit: &'static str, step: Step) {
     let n = cfg.size.of(REGISTERED_N, 1000);
-    let runs = alternate(
-        cfg.micro_runs,
-        cfg.sides,
-        || registered_run::<Tokio>(n, REGISTERED_ROUNDS, tokio),
-        || registered_run::<Wheel>(n, REGISTERED_ROUNDS, wheel),
-    );
-    Row::median(label(name, n, REGISTERED_N), unit, &runs, |&ns| ns).print();
+    for &group in &cfg.groups {
+        let runs = columns!(cfg, cfg.micro_runs, group, |T| registered_run::<T>(
+            cfg, group, n, step
+        ));
+        print_per_op(&label(name, n, REGISTERED_N), group, unit, &runs);
+    }
 }
 
-/// One round over every registered sleep: its deadlines, and each sleep's
-/// step for `reset`.
-type Round<S> = fn(&mut Context<'_>, &mut [Pin<Box<S>>], &mut [Instant], &[Duration]);
-
-/// Registers `n` sleeps 1-5 s out, runs one warm-up round, then times
-/// `rounds` rounds; ns per sleep per round. Every sleep must stay registered.
-fn registered_run<T: Side>(n: usize, rounds: usize, round: Round<T::Sleep>) -> f64 {
-    let rt = current_thread();
-    block_on_unconstrained(&rt, async {
-        let mut rng = Rng::new(0x5e7);
+/// Each task registers its share of `n` sleeps 1-5 s out, runs one warm-up
+/// round, then the timed rounds; ns per sleep per round. Every sleep must
+/// stay registered.
+fn registered_run<T: Side>(cfg: &Config, group: Group, n: usize, step: Step) -> PerOp {
+    let (snaps, _) = run_tasks::<T, _, _>(cfg, group, 2, |ctx| async move {
+        let share = ctx.share(n);
+        let mut rng = Rng::new(0x5e7 + ctx.index as u64);
         let now = Instant::now();
-        let mut deadlines: Vec<Instant> = (0..n)
+        let deadlines: Vec<Instant> = share
+            .clone()
             .map(|_| {
                 now + random_duration(&mut rng, Duration::from_secs(1), Duration::from_secs(5))
             })
             .collect();
         // Each sleep moves by its own step every round: 1 ms to 1 s later.
-        let steps: Vec<Duration> = (0..n)
+        let steps: Vec<Duration> = share
+            .clone()
             .map(|_| random_duration(&mut rng, Duration::from_millis(1), Duration::from_secs(1)))
             .collect();
         let mut sleeps: Vec<Pin<Box<T::Sleep>>> = deadlines
             .iter()
-            .map(|&d| Box::pin(T::sleep_until(d)))
+            .map(|&d| Box::pin(T::sleep_until(&ctx.timer, d)))
             .collect();
-        with_context(|cx| {
-            for sleep in &mut sleeps {
+        chunked(ctx.tasks, 0..sleeps.len(), |cx, r| {
+            for sleep in &mut sleeps[r] {
                 assert!(sleep.as_mut().poll(cx).is_pending());
             }
         })
         .await;
-        assert_eq!(
-            T::pending().unwrap_or(n),
-            n,
-            "{}: not every sleep registered",
-            T::NAME
-        );
-        with_context(|cx| round(cx, &mut sleeps, &mut deadlines, &steps)).await;
-        let start = std::time::Instant::now();
-        for _ in 0..rounds {
-            with_context(|cx| round(cx, &mut sleeps, &mut deadlines, &steps)).await;
+        let mut state = (sleeps, deadlines);
+        round::<T>(ctx.tasks, step, &mut state, &steps).await;
+        ctx.lines.cross().await;
+        for _ in 0..REGISTERED_ROUNDS {
+            round::<T>(ctx.tasks, step, &mut state, &steps).await;
         }
-        let ns = nanos_per(start.elapsed(), n * rounds);
-        assert_eq!(
-            T::pending().unwrap_or(n),
-            n,
-            "{}: a sleep left the wheel",
-            T::NAME
-        );
-        ns
+        ctx.lines.cross().await;
+    });
+    snaps[0].expect_pending(n, "not every sleep registered");
+    snaps[1].expect_pending(n, "a sleep left the wheel");
+    PerOp::between(&snaps[0], &snaps[1], n * REGISTERED_ROUNDS)
+}
+
+/// A task's registered sleeps and their deadlines.
+type Held<T> = (Vec<Pin<Box<<T as Side>::Sleep>>>, Vec<Instant>);
+
+/// One round of `step` over a task's sleeps (and their deadlines).
+async fn round<T: Side>(
+    tasks: usize,
+    step: Step,
+    (sleeps, deadlines): &mut Held<T>,
+    steps: &[Duration],
+) {
+    chunked(tasks, 0..sleeps.len(), |cx, r| match step {
+        Step::Reset => reset_round::<T>(
+            cx,
+            &mut sleeps[r.clone()],
+            &mut deadlines[r.clone()],
+            &steps[r],
+        ),
+        Step::Repoll => repoll_round::<T>(cx, &mut sleeps[r]),
     })
+    .await;
 }
 
 #[inline(never)]
@@ -282,73 +352,18 @@ fn reset_round<T: Side>(
         assert!(
             sleep.as_mut().poll(cx).is_pending(),
             "{}: a reset sleep completed",
-            T::NAME
+            T::COLUMN.name()
         );
     }
 }
 
 #[inline(never)]
-fn repoll_round<T: Side>(
-    cx: &mut Context<'_>,
-    sleeps: &mut [Pin<Box<T::Sleep>>],
-    _: &mut [Instant],
-    _: &[Duration],
-) {
+fn repoll_round<T: Side>(cx: &mut Context<'_>, sleeps: &mut [Pin<Box<T::Sleep>>]) {
     for sleep in sleeps {
         assert!(
             sleep.as_mut().poll(cx).is_pending(),
             "{}: a sleep 1-5 s out completed",
-            T::NAME
+            T::COLUMN.name()
         );
-    }
-}
-
-/// `churn` from 8 tasks on a 2-worker runtime: wall time over all timers.
-pub(crate) fn mt_churn(cfg: &Config) {
-    let n = cfg.size.of(MT_CHURN_N, MT_TASKS * MT_CHUNK);
-    let n = n - n % MT_TASKS;
-    let durations: Arc<Vec<Duration>> = Arc::new(churn_durations(n));
-    let runs = alternate(
-        cfg.micro_runs,
-        cfg.sides,
-        || mt_churn_run::<Tokio>(&durations),
-        || mt_churn_run::<Wheel>(&durations),
-    );
-    Row::median(label("mt_churn", n, MT_CHURN_N), "ns/timer", &runs, |&ns| {
-        ns
-    })
-    .print();
-}
-
-fn mt_churn_run<T: Side>(durations: &Arc<Vec<Duration>>) -> f64 {
-    let rt = multi_thread(MT_WORKERS);
-    rt.block_on(async {
-        // Warm-up: every task (so both workers) churns a tenth of its share.
-        churn_in_tasks::<T>(durations, 10).await;
-        let start = std::time::Instant::now();
-        churn_in_tasks::<T>(durations, 1).await;
-        let ns = nanos_per(start.elapsed(), durations.len());
-        assert_eq!(T::pending().unwrap_or(0), 0, "mt_churn left timers behind");
-        ns
-    })
-}
-
-/// Spawns `MT_TASKS` tasks, each churning `1 / divisor` of its share.
-async fn churn_in_tasks<T: Side>(durations: &Arc<Vec<Duration>>, divisor: usize) {
-    let share = durations.len() / MT_TASKS;
-    let tasks: Vec<_> = (0..MT_TASKS)
-        .map(|i| {
-            let durations = Arc::clone(durations);
-            let range = i * share..i * share + share / divisor;
-            tokio::spawn(tokio::task::unconstrained(async move {
-                for chunk in durations[range].chunks(MT_CHUNK) {
-                    with_context(|cx| churn_loop::<T>(cx, chunk)).await;
-                    tokio::task::yield_now().await;
-                }
-            }))
-        })
-        .collect();
-    for task in tasks {
-        task.await.expect("a churn task panicked");
     }
 }

@@ -1,75 +1,109 @@
 //! The table: one row per figure, printed as soon as it is known, as a
 //! Markdown table so it can be pasted as is.
 
-use crate::measure::PerSide;
+use crate::measure::{Group, PerColumn};
+use crate::side::Column;
 use crate::support::median;
 
-const WORKLOAD: usize = 50;
-const UNIT: usize = 15;
-const VALUE: usize = 11;
+const WORKLOAD: usize = 40;
+const GROUP: usize = 13;
+const UNIT: usize = 12;
+const VALUE: usize = 9;
+const RATIO: usize = 11;
+
+const RATIOS: [(&str, Column, Column); 3] = [
+    ("wheel/tokio", Column::Wheel, Column::Tokio),
+    ("timer/tokio", Column::Timer, Column::Tokio),
+    ("wheel/alt", Column::Wheel, Column::TokioAlt),
+];
 
 /// Prints the table's header.
 pub(crate) fn header() {
-    println!(
-        "| {:<WORKLOAD$} | {:<UNIT$} | {:>VALUE$} | {:>VALUE$} | {:>VALUE$} |",
-        "workload", "unit", "tokio", "wheel", "wheel/tokio"
+    print!(
+        "| {:<WORKLOAD$} | {:<GROUP$} | {:<UNIT$} |",
+        "workload", "group", "unit"
     );
-    println!(
-        "|{}|{}|{}:|{}:|{}:|",
+    for column in Column::ALL {
+        print!(" {:>VALUE$} |", column.name());
+    }
+    for (name, _, _) in RATIOS {
+        print!(" {name:>RATIO$} |");
+    }
+    println!();
+    print!(
+        "|{}|{}|{}|",
         "-".repeat(WORKLOAD + 2),
-        "-".repeat(UNIT + 2),
-        "-".repeat(VALUE + 1),
-        "-".repeat(VALUE + 1),
-        "-".repeat(VALUE + 1),
+        "-".repeat(GROUP + 2),
+        "-".repeat(UNIT + 2)
     );
+    for _ in Column::ALL {
+        print!("{}:|", "-".repeat(VALUE + 1));
+    }
+    for _ in RATIOS {
+        print!("{}:|", "-".repeat(RATIO + 1));
+    }
+    println!();
 }
 
 /// One row of the table.
 #[derive(Debug)]
 pub(crate) struct Row {
     pub(crate) workload: String,
+    pub(crate) group: String,
     pub(crate) unit: &'static str,
-    pub(crate) tokio: Option<f64>,
-    pub(crate) wheel: Option<f64>,
-    /// Whether `wheel / tokio` means something for this row.
+    pub(crate) values: [Option<f64>; 4],
+    /// Whether the ratios mean something for this row.
     pub(crate) ratio: bool,
 }
 
 impl Row {
-    /// The medians of `metric` over each side's runs.
+    /// The medians of `metric` over each column's runs.
     pub(crate) fn median<R>(
         workload: impl Into<String>,
+        group: Group,
         unit: &'static str,
-        runs: &PerSide<R>,
+        runs: &PerColumn<R>,
         metric: impl Fn(&R) -> f64,
     ) -> Row {
-        let of = |values: &[R]| {
-            (!values.is_empty()).then(|| median(values.iter().map(&metric).collect()))
-        };
-        Row {
-            workload: workload.into(),
-            unit,
-            tokio: of(&runs.tokio),
-            wheel: of(&runs.wheel),
-            ratio: true,
-        }
+        Row::of(workload, group.label(), unit, runs, |values| {
+            median(values.iter().map(&metric).collect())
+        })
     }
 
-    /// The sums of `metric` over each side's runs (counts, such as early
+    /// The sums of `metric` over each column's runs (counts, such as early
     /// completions, that must be zero in every run).
     pub(crate) fn sum<R>(
         workload: impl Into<String>,
+        group: Group,
         unit: &'static str,
-        runs: &PerSide<R>,
+        runs: &PerColumn<R>,
         metric: impl Fn(&R) -> f64,
     ) -> Row {
-        let of = |values: &[R]| (!values.is_empty()).then(|| values.iter().map(&metric).sum());
+        Row::of(workload, group.label(), unit, runs, |values| {
+            values.iter().map(&metric).sum()
+        })
+        .without_ratio()
+    }
+
+    /// A row from each column's runs, `reduce`d; a column with no runs
+    /// shows `-`.
+    pub(crate) fn of<R>(
+        workload: impl Into<String>,
+        group: String,
+        unit: &'static str,
+        runs: &PerColumn<R>,
+        reduce: impl Fn(&[R]) -> f64,
+    ) -> Row {
+        let values = Column::ALL.map(|c| {
+            let of = runs.of(c);
+            (!of.is_empty()).then(|| reduce(of))
+        });
         Row {
             workload: workload.into(),
+            group,
             unit,
-            tokio: of(&runs.tokio),
-            wheel: of(&runs.wheel),
-            ratio: false,
+            values,
+            ratio: true,
         }
     }
 
@@ -79,18 +113,25 @@ impl Row {
     }
 
     pub(crate) fn print(&self) {
-        let ratio = match (self.ratio, self.tokio, self.wheel) {
-            (true, Some(t), Some(w)) if t != 0.0 => format!("{:.2}", w / t),
-            _ => "-".to_owned(),
-        };
-        println!(
-            "| {:<WORKLOAD$} | {:<UNIT$} | {:>VALUE$} | {:>VALUE$} | {:>VALUE$} |",
-            self.workload,
-            self.unit,
-            value(self.tokio),
-            value(self.wheel),
-            ratio
+        print!(
+            "| {:<WORKLOAD$} | {:<GROUP$} | {:<UNIT$} |",
+            self.workload, self.group, self.unit
         );
+        for v in self.values {
+            print!(" {:>VALUE$} |", value(v));
+        }
+        for (_, top, bottom) in RATIOS {
+            let ratio = match (
+                self.ratio,
+                self.values[top as usize],
+                self.values[bottom as usize],
+            ) {
+                (true, Some(t), Some(b)) if b != 0.0 => format!("{:.2}", t / b),
+                _ => "-".to_owned(),
+            };
+            print!(" {ratio:>RATIO$} |");
+        }
+        println!();
     }
 }
 
@@ -98,6 +139,7 @@ impl Row {
 fn value(v: Option<f64>) -> String {
     match v {
         None => "-".to_owned(),
+        Some(v) if v.is_nan() => "-".to_owned(),
         Some(v) if v == v.trunc() && v.abs() < 1e9 => format!("{v:.0}"),
         Some(v) if v.abs() >= 100.0 => format!("{v:.0}"),
         Some(v) if v.abs() >= 10.0 => format!("{v:.1}"),
