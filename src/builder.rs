@@ -44,6 +44,8 @@ pub struct Builder {
     /// `None`: one per worker thread, rounded (see `shards`).
     shards: Option<usize>,
     clock: ClockSource,
+    /// `Builder::precise`.
+    precise: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -61,6 +63,7 @@ impl Builder {
             max_pending: usize::MAX,
             shards: None,
             clock: ClockSource::Runtime(None),
+            precise: false,
         }
     }
 
@@ -226,6 +229,55 @@ impl Builder {
         self
     }
 
+    /// Fires the timer's timers within about its tick of their deadlines,
+    /// however fine the tick, instead of on tokio's millisecond grid: each
+    /// shard's alarm is a Linux `timerfd` (`CLOCK_MONOTONIC`, an absolute
+    /// deadline) registered with the runtime's IO driver, whose wait in
+    /// `epoll_wait` it ends at once. Pair it with a fine
+    /// [`tick`](Builder::tick): `tick(Duration::from_micros(50))` makes timers
+    /// late by tens of microseconds where the default timer is late by up
+    /// to a millisecond or more.
+    ///
+    /// Never early: the driver reads the clock again when the `timerfd`
+    /// fires. A runtime whose clock tokio can pause (current-thread) keeps
+    /// its tokio alarm as well, so `tokio::time::pause`, `advance` and
+    /// auto-advance drive a precise timer as they drive any other; the
+    /// `timerfd` is armed only while that clock reads the real time.
+    ///
+    /// The cost: one `timerfd` per shard, and a `timerfd_settime` system
+    /// call each time a shard's alarm is re-armed (when its earliest timer
+    /// changes); with nothing due, no wake-ups.
+    ///
+    /// Needs Linux, a runtime timer (not [`manual`](Builder::manual)), and a
+    /// runtime with its IO driver (`enable_io()`, or `enable_all()` as
+    /// `#[tokio::main]` builds it); otherwise `build` returns an error for
+    /// which [`is_precise_unsupported`](crate::error::BuildError::is_precise_unsupported)
+    /// or [`is_io_disabled`](crate::error::BuildError::is_io_disabled) is true.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main]
+    /// # async fn main() {
+    /// let precise = wheel::Timer::builder()
+    ///     .tick(Duration::from_micros(50))
+    ///     .precise()
+    ///     .build()
+    ///     .expect("Linux, and a runtime with IO");
+    /// let deadline = wheel::Instant::now() + Duration::from_micros(300);
+    /// precise.sleep_until(deadline).await;
+    /// assert!(wheel::Instant::now() >= deadline);
+    /// # }
+    /// ```
+    #[cfg(feature = "precise")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "precise")))]
+    pub fn precise(mut self) -> Builder {
+        self.precise = true;
+        self
+    }
+
     /// Builds the timer and starts it on the runtime.
     ///
     /// # Errors
@@ -280,6 +332,20 @@ impl Builder {
             max_pending: self.max_pending,
             shards: self.shards.unwrap_or(shards),
         };
+        #[cfg(feature = "precise")]
+        if self.precise {
+            if matches!(self.clock, ClockSource::Manual) {
+                return Err(BuildError::precise_unsupported(
+                    "a manual timer's time moves only when told to, with no alarm to make precise",
+                ));
+            }
+            if cfg!(not(target_os = "linux")) {
+                return Err(BuildError::precise_unsupported(
+                    "it needs Linux's timerfd; this is not Linux",
+                ));
+            }
+        }
+        let precise = self.precise;
         let handle = match self.clock {
             ClockSource::Manual => {
                 let driver = Driver::new_manual(geometry(1));
@@ -301,7 +367,7 @@ impl Builder {
         // the shards' alarms make theirs only when first armed.
         catch_quietly(|| drop(tokio::time::sleep_until(Instant::now())))
             .map_err(|_| BuildError::timers_disabled())?;
-        let driver = Arc::new(Driver::new(handle.clone(), geometry(shards), default_for));
+        let driver = Arc::new(driver(precise, &handle, geometry(shards), default_for)?);
         handle.spawn(Sentinel::new(&driver));
         // A runtime that has shut down drops the sentinel on the spot,
         // which shuts the timer down: a timer that could never fire.
@@ -310,6 +376,31 @@ impl Builder {
         }
         Ok(Timer::from_driver(driver))
     }
+}
+
+/// The driver, made inside `handle`'s context: a precise one if asked for
+/// (see [`Builder::precise`]).
+fn driver(
+    precise: bool,
+    handle: &Handle,
+    geometry: Geometry,
+    default_for: Option<tokio::runtime::Id>,
+) -> Result<Driver, BuildError> {
+    #[cfg(all(feature = "precise", target_os = "linux"))]
+    if precise {
+        // tokio panics when an fd is registered on a runtime whose IO
+        // driver is off.
+        return match catch_quietly(|| Driver::new_precise(handle.clone(), geometry)) {
+            Ok(Ok(driver)) => Ok(driver),
+            Ok(Err(refused)) => Err(BuildError::precise_unsupported(format!(
+                "the kernel refused a timerfd: {refused}"
+            ))),
+            Err(_) => Err(BuildError::io_disabled()),
+        };
+    }
+    #[cfg(not(all(feature = "precise", target_os = "linux")))]
+    let _ = precise;
+    Ok(Driver::new(handle.clone(), geometry, default_for))
 }
 
 /// Runs `f`, catching a panic without the panic hook printing it.

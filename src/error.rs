@@ -75,6 +75,10 @@ enum BuildErrorKind {
     NoRuntime,
     RuntimeShutDown,
     TimersDisabled,
+    #[cfg(feature = "precise")]
+    PreciseUnsupported(String),
+    #[cfg(feature = "precise")]
+    IoDisabled,
 }
 
 impl BuildError {
@@ -124,6 +128,57 @@ impl BuildError {
         BuildError {
             kind: BuildErrorKind::TimersDisabled,
         }
+    }
+
+    #[cfg(feature = "precise")]
+    pub(crate) fn precise_unsupported(why: impl Into<String>) -> BuildError {
+        BuildError {
+            kind: BuildErrorKind::PreciseUnsupported(why.into()),
+        }
+    }
+
+    #[cfg(feature = "precise")]
+    pub(crate) fn io_disabled() -> BuildError {
+        BuildError {
+            kind: BuildErrorKind::IoDisabled,
+        }
+    }
+
+    /// [`Builder::precise`](crate::Builder::precise) cannot be had: not on
+    /// Linux, on a [`manual`](crate::Builder::manual) timer (whose time moves
+    /// only when told to), or the kernel refused a `timerfd`. The message
+    /// says which.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let error = wheel::Timer::builder().manual().precise().build().unwrap_err();
+    /// assert!(error.is_precise_unsupported());
+    /// ```
+    #[cfg(feature = "precise")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "precise")))]
+    pub fn is_precise_unsupported(&self) -> bool {
+        matches!(self.kind, BuildErrorKind::PreciseUnsupported(_))
+    }
+
+    /// A [`precise`](crate::Builder::precise) timer's runtime was built
+    /// without its IO driver: the timer's `timerfd` is registered with it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    /// let error = wheel::Timer::builder()
+    ///     .runtime(runtime.handle().clone())
+    ///     .precise()
+    ///     .build()
+    ///     .unwrap_err();
+    /// assert!(error.is_io_disabled() || error.is_precise_unsupported());
+    /// ```
+    #[cfg(feature = "precise")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "precise")))]
+    pub fn is_io_disabled(&self) -> bool {
+        matches!(self.kind, BuildErrorKind::IoDisabled)
     }
 
     /// The tick was zero, or longer than `u64::MAX` nanoseconds.
@@ -246,6 +301,15 @@ impl fmt::Display for BuildError {
             BuildErrorKind::TimersDisabled => f.write_str(
                 "the tokio runtime has timers disabled: build it with `enable_time()` \
                  (or `enable_all()`)",
+            ),
+            #[cfg(feature = "precise")]
+            BuildErrorKind::PreciseUnsupported(why) => {
+                write!(f, "a precise timer cannot be had here: {why}")
+            }
+            #[cfg(feature = "precise")]
+            BuildErrorKind::IoDisabled => f.write_str(
+                "a precise timer registers a timerfd with the runtime's IO driver, and the \
+                 runtime has it disabled: build it with `enable_io()` (or `enable_all()`)",
             ),
         }
     }

@@ -48,6 +48,10 @@ pub struct Stats {
     /// Callbacks that panicked, and wakers that panicked when woken. The
     /// driver catches the panic and carries on.
     pub panicked: u64,
+    /// Driver passes since the timer was built: each time a shard's alarm
+    /// fired (or `advance` stepped) and the driver looked at its wheel. With
+    /// nothing due, a timer makes none.
+    pub passes: u64,
     /// Entries the wheel's slab has room for: its capacity, at 40 bytes
     /// each (on 64-bit targets). It grows with the number of live entries
     /// (like a `Vec`, so it never exceeds twice the peak) and is given back
@@ -80,7 +84,7 @@ pub struct Stats {
 /// timer.schedule(std::time::Duration::from_secs(2), || {});
 /// let shown = timer.stats().to_string();
 /// assert!(
-///     shown.starts_with("2 pending (1 callback), 0 fired, 0 cancelled, 0 panicked; wheel: 2 entries"),
+///     shown.starts_with("2 pending (1 callback), 0 fired, 0 cancelled, 0 panicked, 0 passes; wheel: 2 entries"),
 ///     "{shown}"
 /// );
 /// ```
@@ -90,7 +94,7 @@ impl std::fmt::Display for Stats {
             |n: usize, one: &'static str, many: &'static str| if n == 1 { one } else { many };
         write!(
             f,
-            "{} pending ({} {}), {} fired, {} cancelled, {} panicked; \
+            "{} pending ({} {}), {} fired, {} cancelled, {} panicked, {} {}; \
              wheel: {} {} in use, room for {}, {} {} ({} bytes of slots)",
             self.pending,
             self.callbacks,
@@ -98,6 +102,8 @@ impl std::fmt::Display for Stats {
             self.fired,
             self.cancelled,
             self.panicked,
+            self.passes,
+            plural(self.passes as usize, "pass", "passes"),
             self.entries,
             plural(self.entries, "entry", "entries"),
             self.allocated_entries,

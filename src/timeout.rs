@@ -44,6 +44,7 @@ use crate::{sleep_until, Sleep};
 /// assert!(wheel::timeout(Duration::from_secs(1), slow).await.is_err());
 /// # }
 /// ```
+#[inline]
 pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoFuture> {
     let deadline = Deadline::checked_after(Instant::now(), duration).unwrap_or(Deadline::NEVER);
     Timeout::new(future.into_future(), Sleep::at(None, deadline))

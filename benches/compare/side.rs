@@ -20,7 +20,11 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-/// A timer implementation under test.
+/// A timer implementation under test. Every column's calls are
+/// `#[inline]`: without it, whether a call is inlined into the timed loop
+/// depends on how the compiler happens to split the bench into codegen units,
+/// which moved `timeout_ready` by 40 instructions a call between two builds
+/// that changed nothing on its path.
 pub(crate) trait Side: 'static {
     /// The table's column.
     const COLUMN: Column;
@@ -101,18 +105,22 @@ impl Side for Tokio {
 
     fn timer() {}
 
+    #[inline]
     fn sleep(_: &(), duration: Duration) -> Self::Sleep {
         tokio::time::sleep(duration)
     }
 
+    #[inline]
     fn sleep_until(_: &(), deadline: Instant) -> Self::Sleep {
         tokio::time::sleep_until(deadline)
     }
 
+    #[inline]
     fn reset(sleep: Pin<&mut Self::Sleep>, deadline: Instant) {
         sleep.reset(deadline);
     }
 
+    #[inline]
     fn timeout<F: Future + Send>(
         _: &(),
         duration: Duration,
@@ -135,18 +143,22 @@ impl Side for TokioAlt {
 
     fn timer() {}
 
+    #[inline]
     fn sleep(timer: &(), duration: Duration) -> Self::Sleep {
         Tokio::sleep(timer, duration)
     }
 
+    #[inline]
     fn sleep_until(timer: &(), deadline: Instant) -> Self::Sleep {
         Tokio::sleep_until(timer, deadline)
     }
 
+    #[inline]
     fn reset(sleep: Pin<&mut Self::Sleep>, deadline: Instant) {
         Tokio::reset(sleep, deadline);
     }
 
+    #[inline]
     fn timeout<F: Future + Send>(
         timer: &(),
         duration: Duration,
@@ -168,18 +180,22 @@ impl Side for Wheel {
 
     fn timer() {}
 
+    #[inline]
     fn sleep(_: &(), duration: Duration) -> Self::Sleep {
         wheel::sleep(duration)
     }
 
+    #[inline]
     fn sleep_until(_: &(), deadline: Instant) -> Self::Sleep {
         wheel::sleep_until(deadline)
     }
 
+    #[inline]
     fn reset(sleep: Pin<&mut Self::Sleep>, deadline: Instant) {
         sleep.reset(deadline);
     }
 
+    #[inline]
     fn timeout<F: Future + Send>(
         _: &(),
         duration: Duration,
@@ -205,18 +221,22 @@ impl Side for WheelTimer {
             .expect("a default-geometry timer")
     }
 
+    #[inline]
     fn sleep(timer: &wheel::Timer, duration: Duration) -> Self::Sleep {
         timer.sleep(duration)
     }
 
+    #[inline]
     fn sleep_until(timer: &wheel::Timer, deadline: Instant) -> Self::Sleep {
         timer.sleep_until(deadline)
     }
 
+    #[inline]
     fn reset(sleep: Pin<&mut Self::Sleep>, deadline: Instant) {
         sleep.reset(deadline);
     }
 
+    #[inline]
     fn timeout<F: Future + Send>(
         timer: &wheel::Timer,
         duration: Duration,

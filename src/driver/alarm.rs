@@ -24,6 +24,8 @@ use std::task::{Context, Poll, Wake, Waker};
 use tokio::time::Instant;
 
 use super::manual::ManualClock;
+#[cfg(all(feature = "precise", target_os = "linux"))]
+use super::timerfd::Timerfd;
 use super::{Clock, Shard, NEVER};
 use crate::sync::{Arc, Weak};
 
@@ -71,6 +73,12 @@ impl Source {
         matches!(self, Source::Manual(_))
     }
 
+    /// A runtime whose clock tokio can pause (a current-thread one).
+    #[cfg(all(feature = "precise", target_os = "linux"))]
+    pub(crate) fn is_pausable(&self) -> bool {
+        matches!(self, Source::Runtime { pausable: true, .. })
+    }
+
     /// The runtime, for a runtime timer.
     pub(crate) fn handle(&self) -> Option<&tokio::runtime::Handle> {
         match self {
@@ -97,8 +105,22 @@ pub(crate) enum Alarm {
         armed: u64,
         kicked: bool,
     },
+    /// A precise runtime shard's (`Builder::precise`): a `timerfd`, and the
+    /// tokio timer as well where the clock can be paused (see `timerfd.rs`).
+    #[cfg(all(feature = "precise", target_os = "linux"))]
+    Precise(Box<Precise>),
     /// Shut down: never armed again.
     Off,
+}
+
+/// A precise shard's alarm: see `timerfd.rs`.
+#[cfg(all(feature = "precise", target_os = "linux"))]
+pub(crate) struct Precise {
+    fd: Timerfd,
+    /// On a runtime whose clock can be paused: the tokio timer, which
+    /// follows that clock.
+    tokio: Option<TokioAlarm>,
+    waker: Waker,
 }
 
 /// A runtime shard's tokio timer.
@@ -126,12 +148,20 @@ impl Alarm {
     /// A runtime shard's alarm, disarmed; made inside the runtime's
     /// context (creating the tokio timer registers nothing).
     pub(crate) fn tokio(shard: Weak<Shard>) -> Alarm {
-        Alarm::Tokio(TokioAlarm {
-            sleep: Box::pin(tokio::time::sleep_until(Instant::now())),
-            armed_at: NEVER,
-            shard: Weak::as_ptr(&shard) as usize,
+        Alarm::Tokio(TokioAlarm::new(shard))
+    }
+
+    /// A precise runtime shard's alarm around `fd`, disarmed; made inside
+    /// the runtime's context. `pausable`: the runtime's clock can be paused,
+    /// so the tokio timer is kept as well.
+    #[cfg(all(feature = "precise", target_os = "linux"))]
+    pub(crate) fn precise(fd: Timerfd, shard: Weak<Shard>, pausable: bool) -> Alarm {
+        let tokio = pausable.then(|| TokioAlarm::new(shard.clone()));
+        Alarm::Precise(Box::new(Precise {
+            fd,
+            tokio,
             waker: Waker::from(Arc::new(AlarmWaker(shard))),
-        })
+        }))
     }
 
     /// A manual shard's alarm (under loom, the model of a tokio one).
@@ -153,9 +183,27 @@ impl Alarm {
     /// has already come by the clock the alarm waits on, and the alarm will
     /// not call: the caller runs a pass (a pass goes round again) or
     /// [`kick`](Alarm::kick)s one.
-    pub(crate) fn arm(&mut self, tick: u64, clock: &Clock) -> Poll<()> {
+    pub(crate) fn arm(&mut self, tick: u64, clock: &Clock, source: &Source) -> Poll<()> {
+        #[cfg(not(all(feature = "precise", target_os = "linux")))]
+        let _ = source;
         match self {
             Alarm::Tokio(alarm) => alarm.arm(tick, clock),
+            #[cfg(all(feature = "precise", target_os = "linux"))]
+            Alarm::Precise(precise) => {
+                let real = !source.is_pausable();
+                let fd = precise
+                    .fd
+                    .arm(tick, clock, source.now(), real, &precise.waker);
+                let tokio = match &mut precise.tokio {
+                    Some(alarm) => alarm.arm(tick, clock),
+                    None => Poll::Pending,
+                };
+                if fd.is_ready() || tokio.is_ready() {
+                    Poll::Ready(())
+                } else {
+                    Poll::Pending
+                }
+            }
             #[cfg(not(loom))]
             Alarm::Manual => Poll::Pending,
             #[cfg(loom)]
@@ -184,6 +232,11 @@ impl Alarm {
                 let shard = Arc::clone(shard);
                 drop(handle.spawn(async move { shard.pass() }));
             }
+            #[cfg(all(feature = "precise", target_os = "linux"))]
+            (Alarm::Precise(_), Some(handle)) => {
+                let shard = Arc::clone(shard);
+                drop(handle.spawn(async move { shard.pass() }));
+            }
             #[cfg(loom)]
             (Alarm::Model { kicked, .. }, _) => *kicked = true,
             _ => {}
@@ -192,6 +245,16 @@ impl Alarm {
 }
 
 impl TokioAlarm {
+    /// Disarmed; made inside the runtime's context.
+    fn new(shard: Weak<Shard>) -> TokioAlarm {
+        TokioAlarm {
+            sleep: Box::pin(tokio::time::sleep_until(Instant::now())),
+            armed_at: NEVER,
+            shard: Weak::as_ptr(&shard) as usize,
+            waker: Waker::from(Arc::new(AlarmWaker(shard))),
+        }
+    }
+
     fn arm(&mut self, tick: u64, clock: &Clock) -> Poll<()> {
         if tick == self.armed_at && !self.sleep.is_elapsed() {
             return Poll::Pending;

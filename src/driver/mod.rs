@@ -108,6 +108,8 @@ mod shard;
 mod shutdown;
 #[cfg(all(test, not(loom)))]
 mod tests;
+#[cfg(all(feature = "precise", target_os = "linux"))]
+mod timerfd;
 
 use tokio::time::Instant;
 
@@ -157,8 +159,8 @@ pub(crate) struct Driver {
 }
 
 impl Driver {
-    /// A timer on `handle`'s runtime. The caller checks that the runtime
-    /// has timers, and spawns the [`Sentinel`].
+    /// A timer on `handle`'s runtime, made inside its context. The caller
+    /// checks that the runtime has timers, and spawns the [`Sentinel`].
     pub(crate) fn new(
         handle: tokio::runtime::Handle,
         geometry: Geometry,
@@ -167,15 +169,39 @@ impl Driver {
         let shards = (0..geometry.shards)
             .map(|_| {
                 Arc::new_cyclic(|shard| {
-                    Shard::new(
-                        &geometry,
-                        Source::runtime(handle.clone()),
-                        Alarm::tokio(shard.clone()),
-                    )
+                    let source = Source::runtime(handle.clone());
+                    Shard::new(&geometry, source, Alarm::tokio(shard.clone()))
                 })
             })
             .collect();
         Driver::with(shards, geometry, Source::runtime(handle), default_for)
+    }
+
+    /// A precise timer on `handle`'s runtime (`Builder::precise`), made
+    /// inside its context: each shard's alarm a `timerfd`. Fails if the
+    /// kernel refuses one; tokio panics if the runtime's IO driver is off.
+    #[cfg(all(feature = "precise", target_os = "linux"))]
+    pub(crate) fn new_precise(
+        handle: tokio::runtime::Handle,
+        geometry: Geometry,
+    ) -> std::io::Result<Driver> {
+        let pausable = Source::runtime(handle.clone()).is_pausable();
+        let shards = (0..geometry.shards)
+            .map(|_| {
+                let fd = timerfd::Timerfd::new()?;
+                Ok(Arc::new_cyclic(|shard| {
+                    let source = Source::runtime(handle.clone());
+                    let alarm = Alarm::precise(fd, shard.clone(), pausable);
+                    Shard::new(&geometry, source, alarm)
+                }))
+            })
+            .collect::<std::io::Result<_>>()?;
+        Ok(Driver::with(
+            shards,
+            geometry,
+            Source::runtime(handle),
+            None,
+        ))
     }
 
     /// A manual timer, whose clock starts at `geometry.clock`'s origin.

@@ -26,6 +26,7 @@ impl Shard {
         let mut batch = Batch::new();
         let mut release = None;
         let mut inner = self.lock();
+        inner.passes += u64::from(!self.is_shut_down());
         'pass: loop {
             // After a shutdown nothing is read, not even the clock: tokio
             // may be tearing its runtime down on this very thread.
@@ -54,7 +55,11 @@ impl Shard {
             }
             let next = inner.wheel.next_expiration().unwrap_or(NEVER);
             inner.wake_at = next;
-            if inner.alarm.arm(next, &self.clock).is_pending() {
+            if inner
+                .alarm
+                .arm(next, &self.clock, &self.source)
+                .is_pending()
+            {
                 break;
             }
             // Already due: the clock moved on while this pass worked.

@@ -28,7 +28,7 @@
 //! another runtime's `Handle::enter`, gets its own runtime's default timer
 //! (its clock is the real one either way).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -53,49 +53,52 @@ struct Cached {
     driver: Weak<Driver>,
     /// This thread's shard of that timer.
     shard: Weak<Shard>,
-    /// The thread is a worker of that runtime, a multi-thread one: the tasks
-    /// it polls are that runtime's.
-    worker: bool,
+    /// That runtime is a multi-thread one.
+    multi_thread: bool,
 }
 
 thread_local! {
     static CACHE: RefCell<Option<Cached>> = const { RefCell::new(None) };
+    /// The thread is a worker of the cached runtime, a multi-thread one: the
+    /// tasks it polls are that runtime's. Apart from the cache, so that a
+    /// thread that is not (a current-thread runtime's) pays one read for it.
+    static WORKER: Cell<bool> = const { Cell::new(false) };
 }
 
 /// The calling thread's shard of the current runtime's default timer,
 /// creating the timer on first use.
 #[inline]
 pub(crate) fn default_shard() -> Result<Arc<Shard>, BuildError> {
-    let in_task = tokio::task::try_id().is_some();
-    if in_task {
-        if let Some(shard) = with_cache(|cached| cached.worker.then(|| cached.shard()).flatten()) {
-            return Ok(shard);
-        }
+    let on_worker = WORKER.try_with(Cell::get).unwrap_or(false) && tokio::task::try_id().is_some();
+    match on_worker.then(|| with_cache(Cached::shard)).flatten() {
+        Some(shard) => Ok(shard),
+        None => ask_tokio(),
     }
-    ask_tokio(in_task)
 }
 
-/// [`default_shard`] when the thread is not known to be a worker: asks
-/// tokio which runtime is current, and remembers the thread as its worker
-/// if it asks from a task of a multi-thread runtime.
-#[cold]
-fn ask_tokio(in_task: bool) -> Result<Arc<Shard>, BuildError> {
+/// [`default_shard`] on a thread not known to be a worker: asks tokio
+/// which runtime is current, and remembers the thread as its worker if it
+/// asks from a task of a multi-thread runtime.
+#[inline(never)]
+fn ask_tokio() -> Result<Arc<Shard>, BuildError> {
     let handle = Handle::try_current().map_err(|_| BuildError::no_runtime())?;
     let id = handle.id();
-    let worker = in_task && handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread;
-    let shard = with_cache(|cached| (cached.runtime == id).then(|| cached.shard()).flatten());
-    let shard = match shard {
-        Some(shard) => shard,
-        None => refill(handle, id)?.1,
-    };
-    if worker {
-        let _ = CACHE.try_with(|cache| {
-            if let Some(cached) = cache.borrow_mut().as_mut() {
-                cached.worker = true;
+    let cached = CACHE
+        .try_with(|cache| {
+            let mut cache = cache.borrow_mut();
+            let cached = cache.as_mut().filter(|cached| cached.runtime == id)?;
+            let shard = cached.shard()?;
+            if cached.multi_thread && tokio::task::try_id().is_some() {
+                let _ = WORKER.try_with(|worker| worker.set(true));
             }
-        });
+            Some(shard)
+        })
+        .ok()
+        .flatten();
+    match cached {
+        Some(shard) => Ok(shard),
+        None => refill(handle, id).map(|(_, shard)| shard),
     }
-    Ok(shard)
 }
 
 /// The current runtime's default timer, creating it on first use.
@@ -115,6 +118,7 @@ pub(crate) fn current() -> Result<Timer, BuildError> {
 /// Runtime `id`'s default timer from the registry (or a new one), and this
 /// thread's shard of it, now in the cache with no task known yet.
 fn refill(handle: Handle, id: Id) -> Result<(Timer, Arc<Shard>), BuildError> {
+    let multi_thread = handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread;
     let timer = registered(handle, id)?;
     let shard = timer.driver().home().clone();
     let _ = CACHE.try_with(|cache| {
@@ -122,9 +126,11 @@ fn refill(handle: Handle, id: Id) -> Result<(Timer, Arc<Shard>), BuildError> {
             runtime: id,
             driver: Arc::downgrade(timer.driver_arc()),
             shard: Arc::downgrade(&shard),
-            worker: false,
+            multi_thread,
         });
     });
+    let worker = multi_thread && tokio::task::try_id().is_some();
+    let _ = WORKER.try_with(|cell| cell.set(worker));
     Ok((timer, shard))
 }
 
@@ -231,7 +237,7 @@ mod tests {
         rt.block_on(async {
             tokio::spawn(async {
                 let first = default_shard().unwrap();
-                let worker = with_cache(|cached| cached.worker.then(|| cached.shard()));
+                let worker = WORKER.with(Cell::get).then(|| with_cache(Cached::shard));
                 let shard = worker.flatten().expect("a worker after its first sleep");
                 assert!(Arc::ptr_eq(&first, &shard));
             })
@@ -239,7 +245,7 @@ mod tests {
             .unwrap();
             // The thread `block_on` runs on is no worker: it asks each time.
             let _ = default_shard().unwrap();
-            assert_eq!(with_cache(|cached| Some(cached.worker)), Some(false));
+            assert!(!WORKER.with(Cell::get));
         });
     }
 

@@ -50,6 +50,8 @@ pub(super) struct Inner {
     pub(super) alarm: Alarm,
     pub(super) fired: u64,
     pub(super) cancelled: u64,
+    /// Passes run: `Stats::passes`.
+    pub(super) passes: u64,
     /// Callbacks pending, and the shard's hold on itself while there are
     /// any on a runtime (a callback with no handle left still runs).
     pub(super) callbacks: usize,
@@ -105,6 +107,7 @@ impl Shard {
                 alarm,
                 fired: 0,
                 cancelled: 0,
+                passes: 0,
                 callbacks: 0,
                 keep_alive: None,
                 callbacks_scheduled: 0,
@@ -398,6 +401,7 @@ impl Shard {
         stats.levels = stats.levels.max(inner.wheel.levels());
         stats.fired += inner.fired + self.callbacks_fired.load(Ordering::Relaxed);
         stats.cancelled += inner.cancelled;
+        stats.passes += inner.passes;
         stats.callbacks += inner.callbacks;
         stats.panicked += self.panicked.load(Ordering::Relaxed);
         stats.allocated_entries += inner.wheel.allocated_entries();
@@ -455,7 +459,7 @@ impl Inner {
     /// clock moved on after the caller read it), a pass is `kick`ed instead.
     fn pull_in(&mut self, tick: u64, shard: &Arc<Shard>) {
         self.wake_at = tick;
-        if self.alarm.arm(tick, &shard.clock).is_ready() {
+        if self.alarm.arm(tick, &shard.clock, &shard.source).is_ready() {
             self.alarm.kick(shard, &shard.source);
         }
     }

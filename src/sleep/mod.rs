@@ -340,6 +340,7 @@ impl Sleep {
 
     /// Frees the wheel entry, if this sleep has one: a registered sleep's,
     /// pending or fired (the driver leaves a fired entry to its sleep).
+    #[inline(never)]
     fn release(&mut self) {
         if let (State::Registered { key, .. }, Some(shard)) = (self.state.get(), &self.shard) {
             shard.cancel(key);
@@ -507,7 +508,12 @@ impl Sleep {
 }
 
 impl Drop for Sleep {
+    #[inline]
     fn drop(&mut self) {
-        self.release();
+        // Inline, so that dropping a sleep that never registered (a timeout
+        // whose future was ready at once) folds away.
+        if self.state.is_registered() {
+            self.release();
+        }
     }
 }

@@ -106,6 +106,12 @@ impl Packed {
         self.high = ((bits >> 64) as u64) << DEADLINE_SHIFT | key;
     }
 
+    /// Whether the state is [`State::Registered`], without decoding it.
+    #[inline]
+    pub(super) fn is_registered(&self) -> bool {
+        !matches!(self.vtable, IDLE | FIRED | ELAPSED)
+    }
+
     #[inline]
     pub(super) fn get(&self) -> State {
         match self.vtable {

@@ -1,0 +1,184 @@
+//! `Builder::precise`: a timerfd alarm per shard. tokio's paused clock still
+//! drives a precise timer exactly as any other; in real time it fires never
+//! early; with nothing due it makes no wake-ups; and it says why when it
+//! cannot be had.
+#![cfg(all(feature = "precise", target_os = "linux"))]
+
+use std::time::Duration;
+
+use tokio::runtime::Runtime;
+use tokio_test::{assert_pending, assert_ready, task};
+use wheel::{Instant, Timer};
+
+mod common;
+use common::{ms, paused_rt};
+
+fn precise(tick: Duration) -> Timer {
+    Timer::builder().tick(tick).precise().build().unwrap()
+}
+
+fn real_rt(workers: usize) -> Runtime {
+    if workers == 0 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+}
+
+/// A paused clock moves only when tokio moves it; the precise timer keeps
+/// its tokio alarm beside the timerfd, so `advance` wakes its sleeps before
+/// it returns, exactly at their (50 µs-rounded) deadlines.
+#[test]
+fn advance_drives_a_precise_timer_on_a_paused_clock() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let timer = precise(Duration::from_micros(50));
+        let start = timer.now();
+        let mut sleep = task::spawn(timer.sleep_until(start + ms(10)));
+        assert_pending!(sleep.poll());
+        tokio::time::advance(ms(9)).await;
+        assert!(!sleep.is_woken());
+        tokio::time::advance(ms(1)).await;
+        assert!(sleep.is_woken());
+        assert_ready!(sleep.poll());
+        assert_eq!(timer.now() - start, ms(10));
+    });
+}
+
+/// Auto-advance: with every task waiting on a precise timer, tokio jumps
+/// its paused clock to the timer's alarm, an hour in a moment.
+#[test]
+fn auto_advance_drives_a_precise_timer() {
+    paused_rt_all().block_on(async {
+        let timer = precise(Duration::from_micros(50));
+        let start = Instant::now();
+        timer.sleep(Duration::from_secs(3600)).await;
+        assert_eq!(start.elapsed(), Duration::from_secs(3600));
+    });
+}
+
+fn paused_rt_all() -> Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap()
+}
+
+/// A clock paused mid-run, after the timer was built on the real clock:
+/// the timerfd, on real time, fires nothing early, and `advance` still
+/// drives the timer. (The timer's 50 µs grid started before the pause, off
+/// the paused clock's millisecond: the deadline's tick ends up to 50 µs
+/// after it, and tokio's alarm rounds that up to its next millisecond.)
+#[test]
+fn a_clock_paused_mid_run_still_drives_a_precise_timer() {
+    real_rt(0).block_on(async {
+        let timer = precise(Duration::from_micros(50));
+        timer.sleep(ms(1)).await;
+        tokio::time::pause();
+        let start = Instant::now();
+        let mut sleep = task::spawn(timer.sleep_until(start + ms(20)));
+        assert_pending!(sleep.poll());
+        // Real time passes; the paused clock does not: nothing fires.
+        std::thread::sleep(ms(30));
+        tokio::task::yield_now().await;
+        assert!(!sleep.is_woken(), "woken on real time, before its deadline");
+        tokio::time::advance(ms(20)).await;
+        tokio::time::advance(ms(1)).await;
+        assert!(sleep.is_woken());
+        assert_ready!(sleep.poll());
+    });
+}
+
+/// In real time, on both flavours: 300 sleeps of 0.1-20 ms (a fixed
+/// seed), none woken before its deadline, all within a generous bound.
+#[test]
+fn real_time_sleeps_are_never_early() {
+    for workers in [0, 2] {
+        let late = real_rt(workers).block_on(async {
+            let timer = precise(Duration::from_micros(50));
+            let mut seed = 0x9e37_79b9_u64;
+            let tasks: Vec<_> = (0..300)
+                .map(|_| {
+                    seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                    let wait = Duration::from_micros(100 + (seed >> 33) % 19_900);
+                    let timer = timer.clone();
+                    tokio::spawn(async move {
+                        let deadline = Instant::now() + wait;
+                        timer.sleep_until(deadline).await;
+                        let woke = Instant::now();
+                        assert!(woke >= deadline, "woke {:?} early", deadline - woke);
+                        woke - deadline
+                    })
+                })
+                .collect();
+            let mut latest = Duration::ZERO;
+            for task in tasks {
+                latest = latest.max(task.await.unwrap());
+            }
+            latest
+        });
+        assert!(
+            late < Duration::from_secs(2),
+            "{workers} workers: {late:?} late"
+        );
+    }
+}
+
+/// With one sleep an hour out and nothing else, a precise timer makes no
+/// wake-ups: its driver runs no pass in a second of real time.
+#[test]
+fn with_nothing_due_a_precise_timer_makes_no_wake_ups() {
+    for workers in [0, 2] {
+        real_rt(workers).block_on(async {
+            let timer = precise(Duration::from_micros(50));
+            let mut far = task::spawn(timer.sleep(Duration::from_secs(3600)));
+            assert_pending!(far.poll());
+            let before = timer.stats().passes;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let stats = timer.stats();
+            assert_eq!(stats.passes, before, "{workers} workers: {stats}");
+            assert_eq!(stats.pending, 1);
+        });
+    }
+}
+
+#[test]
+fn a_manual_timer_cannot_be_precise() {
+    let error = Timer::builder().manual().precise().build().unwrap_err();
+    assert!(error.is_precise_unsupported(), "{error}");
+    assert!(error.to_string().contains("manual"), "{error}");
+}
+
+/// The timerfd is registered with the runtime's IO driver: a runtime
+/// without one is refused, saying how to fix it.
+#[test]
+fn a_runtime_without_io_is_refused() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let error = Timer::builder()
+        .runtime(rt.handle().clone())
+        .precise()
+        .build()
+        .unwrap_err();
+    assert!(error.is_io_disabled(), "{error}");
+    assert!(error.to_string().contains("enable_io"), "{error}");
+    // The paused-clock helper's runtime has no IO either.
+    let error = paused_rt()
+        .block_on(async { Timer::builder().precise().build() })
+        .unwrap_err();
+    assert!(error.is_io_disabled(), "{error}");
+}
