@@ -315,7 +315,7 @@ async fn main() -> ExitCode {
         "idle_reaper: {clients} clients ({want_silent} going silent): served {served}, reaped {}, \
          closed by the client {}, heartbeats {}, peak {peak} open; silent clients reaped {min_idle:.0?}-{max_idle:.0?} \
          after their last word (timeout {IDLE_TIMEOUT:?}, tick {:?}, reaps at most {:.0?} late); \
-         {took:.2?}; timer {:?}",
+         {took:.2?}; timer: {}",
         reaped.count,
         reaped.closed_by_client,
         reaped.heartbeats,
