@@ -246,7 +246,13 @@ impl Builder {
     ///
     /// The cost: one `timerfd` per shard, and a `timerfd_settime` system
     /// call each time a shard's alarm is re-armed (when its earliest timer
-    /// changes); with nothing due, no wake-ups.
+    /// changes); with nothing due, no wake-ups. With timers due at every
+    /// tick, the thread wakes at every tick, and each wake-up makes the
+    /// kernel program a hardware timer, which a virtual machine makes dear
+    /// (about 10 µs where the benches ran): there a precise timer cost 2 to
+    /// 6 times the CPU per fired timer of the default one, and 20,000
+    /// timers due within 50 ms kept a current-thread runtime's one thread
+    /// busy (`benches/README.md`, the lateness bench).
     ///
     /// Needs Linux, a runtime timer (not [`manual`](Builder::manual)), and a
     /// runtime with its IO driver (`enable_io()`, or `enable_all()` as
