@@ -160,15 +160,8 @@ fn parse(args: &[String]) -> Config {
                 config.heavy_runs = runs;
             }
             "--columns" => {
-                config.columns = value("--columns")
-                    .split(',')
-                    .map(|name| {
-                        Column::ALL
-                            .into_iter()
-                            .find(|c| c.name() == name)
-                            .unwrap_or_else(|| fail(&format!("no column named {name:?}")))
-                    })
-                    .collect();
+                config.columns =
+                    side::columns_named(&value("--columns")).unwrap_or_else(|e| fail(&e));
             }
             "--groups" => group_list = value("--groups"),
             "--workers" => workers = count("--workers"),

@@ -2,47 +2,15 @@
 //! Markdown table so it can be pasted as is.
 
 use crate::measure::{Group, PerColumn};
-use crate::side::Column;
+use crate::side::{print_header, Column, RATIO, RATIOS, VALUE};
 use crate::support::median;
 
 const WORKLOAD: usize = 40;
 const GROUP: usize = 13;
 const UNIT: usize = 12;
-const VALUE: usize = 9;
-const RATIO: usize = 11;
-
-const RATIOS: [(&str, Column, Column); 3] = [
-    ("wheel/tokio", Column::Wheel, Column::Tokio),
-    ("timer/tokio", Column::Timer, Column::Tokio),
-    ("wheel/alt", Column::Wheel, Column::TokioAlt),
-];
-
 /// Prints the table's header.
 pub(crate) fn header() {
-    print!(
-        "| {:<WORKLOAD$} | {:<GROUP$} | {:<UNIT$} |",
-        "workload", "group", "unit"
-    );
-    for column in Column::ALL {
-        print!(" {:>VALUE$} |", column.name());
-    }
-    for (name, _, _) in RATIOS {
-        print!(" {name:>RATIO$} |");
-    }
-    println!();
-    print!(
-        "|{}|{}|{}|",
-        "-".repeat(WORKLOAD + 2),
-        "-".repeat(GROUP + 2),
-        "-".repeat(UNIT + 2)
-    );
-    for _ in Column::ALL {
-        print!("{}:|", "-".repeat(VALUE + 1));
-    }
-    for _ in RATIOS {
-        print!("{}:|", "-".repeat(RATIO + 1));
-    }
-    println!();
+    print_header([("workload", WORKLOAD), ("group", GROUP), ("unit", UNIT)]);
 }
 
 /// One row of the table.

@@ -84,6 +84,56 @@ impl Column {
     }
 }
 
+/// The columns named in a `--columns` list (`tokio,wheel`).
+pub(crate) fn columns_named(list: &str) -> Result<Vec<Column>, String> {
+    list.split(',')
+        .map(|name| {
+            Column::ALL
+                .into_iter()
+                .find(|c| c.name() == name)
+                .ok_or_else(|| format!("no column named {name:?}"))
+        })
+        .collect()
+}
+
+/// Width of a value cell in the benches' tables.
+pub(crate) const VALUE: usize = 9;
+/// Width of a ratio cell.
+pub(crate) const RATIO: usize = 11;
+/// The ratios every table ends with: a name, and the two columns divided.
+pub(crate) const RATIOS: [(&str, Column, Column); 3] = [
+    ("wheel/tokio", Column::Wheel, Column::Tokio),
+    ("timer/tokio", Column::Timer, Column::Tokio),
+    ("wheel/alt", Column::Wheel, Column::TokioAlt),
+];
+
+/// Prints a table's header: three label columns (name, width), then one
+/// per timer column and one per ratio, as Markdown.
+pub(crate) fn print_header(labels: [(&str, usize); 3]) {
+    print!("|");
+    for (name, width) in labels {
+        print!(" {name:<width$} |");
+    }
+    for column in Column::ALL {
+        print!(" {:>VALUE$} |", column.name());
+    }
+    for (name, _, _) in RATIOS {
+        print!(" {name:>RATIO$} |");
+    }
+    println!();
+    print!("|");
+    for (_, width) in labels {
+        print!("{}|", "-".repeat(width + 2));
+    }
+    for _ in Column::ALL {
+        print!("{}:|", "-".repeat(VALUE + 1));
+    }
+    for _ in RATIOS {
+        print!("{}:|", "-".repeat(RATIO + 1));
+    }
+    println!();
+}
+
 /// `tokio::time`.
 pub(crate) enum Tokio {}
 

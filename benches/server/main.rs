@@ -36,7 +36,7 @@ mod serve;
 
 use std::time::Duration;
 
-use side::{Column, Side};
+use side::{columns_named, print_header, Column, Side, RATIO, RATIOS, VALUE};
 use support::median;
 
 /// The raw-TCP protocol's message sizes.
@@ -220,15 +220,7 @@ fn parse() -> Config {
                 }
             }
             "--columns" => {
-                cfg.columns = value("--columns")
-                    .split(',')
-                    .map(|name| {
-                        Column::ALL
-                            .into_iter()
-                            .find(|c| c.name() == name)
-                            .unwrap_or_else(|| fail(&format!("no column named {name:?}")))
-                    })
-                    .collect();
+                cfg.columns = columns_named(&value("--columns")).unwrap_or_else(|e| fail(&e));
             }
             "--per-run" => cfg.per_run = true,
             "--list" => {
@@ -461,39 +453,8 @@ fn alt_timer(_: &mut tokio::runtime::Builder) {
 const SCENARIO: usize = 22;
 const METRIC: usize = 23;
 const UNIT: usize = 7;
-const VALUE: usize = 9;
-const RATIO: usize = 11;
-const RATIOS: [(&str, Column, Column); 3] = [
-    ("wheel/tokio", Column::Wheel, Column::Tokio),
-    ("timer/tokio", Column::Timer, Column::Tokio),
-    ("wheel/alt", Column::Wheel, Column::TokioAlt),
-];
-
 fn header() {
-    print!(
-        "| {:<SCENARIO$} | {:<METRIC$} | {:<UNIT$} |",
-        "scenario", "metric", "unit"
-    );
-    for column in Column::ALL {
-        print!(" {:>VALUE$} |", column.name());
-    }
-    for (name, _, _) in RATIOS {
-        print!(" {name:>RATIO$} |");
-    }
-    println!();
-    print!(
-        "|{}|{}|{}|",
-        "-".repeat(SCENARIO + 2),
-        "-".repeat(METRIC + 2),
-        "-".repeat(UNIT + 2)
-    );
-    for _ in Column::ALL {
-        print!("{}:|", "-".repeat(VALUE + 1));
-    }
-    for _ in RATIOS {
-        print!("{}:|", "-".repeat(RATIO + 1));
-    }
-    println!();
+    print_header([("scenario", SCENARIO), ("metric", METRIC), ("unit", UNIT)]);
 }
 
 fn print_row(scenario: &str, metric: &str, unit: &str, values: [Option<f64>; 4]) {
