@@ -11,7 +11,7 @@ use tokio::runtime::Runtime;
 use tokio::sync::Barrier;
 
 use crate::proc_stats;
-use crate::side::{Column, Side};
+use crate::side::{alt_timer, Column, Side};
 use crate::support::Rng;
 use crate::Config;
 
@@ -76,16 +76,6 @@ impl Group {
         }
         builder.build().expect("a runtime")
     }
-}
-
-#[cfg(tokio_unstable)]
-fn alt_timer(builder: &mut tokio::runtime::Builder) {
-    builder.enable_alt_timer();
-}
-
-#[cfg(not(tokio_unstable))]
-fn alt_timer(_: &mut tokio::runtime::Builder) {
-    unreachable!("tokio-alt runs only when built with --cfg tokio_unstable")
 }
 
 /// One value per column; a column that did not run stays empty.

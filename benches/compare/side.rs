@@ -84,6 +84,19 @@ impl Column {
     }
 }
 
+/// Makes `builder` use tokio's alternative timer, for the `tokio-alt`
+/// column: only a `--cfg tokio_unstable` build has it.
+#[cfg(tokio_unstable)]
+pub(crate) fn alt_timer(builder: &mut tokio::runtime::Builder) {
+    builder.enable_alt_timer();
+}
+
+/// See above: never called in a build without the column.
+#[cfg(not(tokio_unstable))]
+pub(crate) fn alt_timer(_: &mut tokio::runtime::Builder) {
+    unreachable!("tokio-alt runs only when built with --cfg tokio_unstable")
+}
+
 /// The columns named in a `--columns` list (`tokio,wheel`).
 pub(crate) fn columns_named(list: &str) -> Result<Vec<Column>, String> {
     list.split(',')

@@ -36,7 +36,7 @@ mod serve;
 
 use std::time::Duration;
 
-use side::{columns_named, print_header, Column, Side, RATIO, RATIOS, VALUE};
+use side::{alt_timer, columns_named, print_header, Column, Side, RATIO, RATIOS, VALUE};
 use support::median;
 
 /// The raw-TCP protocol's message sizes.
@@ -438,16 +438,6 @@ fn wheel_cancelled<T: Side>(rt: &tokio::runtime::Runtime, timer: &T::Timer) -> O
         Column::Timer => explicit.map(|t| t.stats().cancelled),
         Column::Tokio | Column::TokioAlt => None,
     }
-}
-
-#[cfg(tokio_unstable)]
-fn alt_timer(builder: &mut tokio::runtime::Builder) {
-    builder.enable_alt_timer();
-}
-
-#[cfg(not(tokio_unstable))]
-fn alt_timer(_: &mut tokio::runtime::Builder) {
-    unreachable!("tokio-alt runs only when built with --cfg tokio_unstable")
 }
 
 const SCENARIO: usize = 22;
