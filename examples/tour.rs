@@ -128,7 +128,9 @@ async fn main() {
     println!(
         "\nMore: cargo run --release --example idle_reaper (a TCP server reaping idle clients \
          with wheel::DelayQueue), cargo run --release --example callbacks (Netty-style retries \
-         with backoff and cancellation), cargo test (the guarantees), and the README."
+         with backoff and cancellation), cargo run --release --features precise --example \
+         pacing (timers finer than a millisecond), cargo test --all-features (the guarantees), \
+         and the README."
     );
 }
 
