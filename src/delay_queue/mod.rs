@@ -34,20 +34,23 @@
 //! entry at all.
 
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll, Waker};
+use std::task::Waker;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
+mod bound;
+mod capacity;
+mod expire;
+mod key;
 mod moved;
 
+pub use key::{Expired, Key};
+
+use bound::Bound;
 use moved::Moved;
 
-use crate::driver::Clock;
-use crate::error::BuildError;
-use crate::wheel::{Key as EntryKey, Wheel};
+use crate::wheel::Wheel;
 use crate::{Sleep, Timer};
 
 /// Slots per level of a queue built before it knows its timer (the default
@@ -148,28 +151,6 @@ pub struct DelayQueue<T> {
 struct Item<T> {
     value: T,
     deadline: Instant,
-}
-
-/// The timer a queue uses, and the queue's tick grid on it.
-struct Bound {
-    timer: Timer,
-    clock: Clock,
-}
-
-impl Bound {
-    fn new(timer: Timer) -> Bound {
-        let now = timer.now();
-        // Tick 0 starts at the timer's last tick boundary, so the queue's
-        // ticks are the timer's ticks and a deadline is rounded up once, not
-        // once by the queue and again by the timer. Never after `now`: a
-        // deadline before the origin maps to tick 0, due at once.
-        let grid = timer.driver().clock();
-        let origin = grid
-            .instant_at(grid.now_tick(now))
-            .map_or(now, |start| start.min(now));
-        let clock = Clock::new(origin, timer.tick());
-        Bound { timer, clock }
-    }
 }
 
 impl<T> DelayQueue<T> {
@@ -509,85 +490,6 @@ impl<T> DelayQueue<T> {
         self.wheel.len() == 0
     }
 
-    /// Entries the queue holds before it reallocates.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let queue: wheel::DelayQueue<()> = wheel::DelayQueue::with_capacity(64);
-    /// assert!(queue.capacity() >= 64);
-    /// ```
-    pub fn capacity(&self) -> usize {
-        self.wheel.capacity()
-    }
-
-    /// Makes room for at least `additional` more entries.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let mut queue: wheel::DelayQueue<()> = wheel::DelayQueue::new();
-    /// queue.reserve(100);
-    /// assert!(queue.capacity() >= 100);
-    /// ```
-    pub fn reserve(&mut self, additional: usize) {
-        self.wheel.reserve(additional);
-    }
-
-    /// Releases memory the queue no longer needs, without moving an entry:
-    /// capacity below the highest slot still in use stays (see
-    /// [`compact`](DelayQueue::compact), which moves entries to release
-    /// it). The queue never does this by itself: capacity it has grown to,
-    /// or been given with [`with_capacity`](DelayQueue::with_capacity) or
-    /// [`reserve`](DelayQueue::reserve), stays until this is called.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() {
-    /// let mut queue = wheel::DelayQueue::with_capacity(10_000);
-    /// let key = queue.insert("kept", std::time::Duration::from_secs(1));
-    /// queue.shrink_to_fit();
-    /// assert!(queue.capacity() < 10_000);
-    /// assert_eq!(queue.remove(&key).into_inner(), "kept");
-    /// # }
-    /// ```
-    pub fn shrink_to_fit(&mut self) {
-        self.wheel.shrink_to_fit();
-    }
-
-    /// Shrinks capacity to the number of entries, as tokio-util's `compact`
-    /// does: entries above free slots move into them, so one entry left from
-    /// the top of a burst does not hold the burst's room. Every key handed
-    /// out stays valid: the queue notes where each moved entry went, and
-    /// looks its key up there until the entry leaves (a hash lookup per
-    /// operation on any key while moved entries remain; none otherwise).
-    /// O(capacity).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() {
-    /// let mut queue = wheel::DelayQueue::with_capacity(10);
-    /// let _one = queue.insert(1, Duration::from_secs(1));
-    /// let two = queue.insert(2, Duration::from_secs(2));
-    /// let three = queue.insert(3, Duration::from_secs(3));
-    /// queue.remove(&two);
-    /// queue.compact();
-    /// assert_eq!(queue.capacity(), 2);
-    /// assert_eq!(queue.deadline(&three), wheel::Instant::now() + Duration::from_secs(3));
-    /// assert_eq!(queue.remove(&three).into_inner(), 3);
-    /// # }
-    /// ```
-    pub fn compact(&mut self) {
-        let moves = self.wheel.compact();
-        self.moved.record(moves);
-    }
-
     /// Drops every entry; every key handed out so far becomes stale. A task
     /// waiting in [`poll_expired`](DelayQueue::poll_expired) is woken to see
     /// `Ready(None)`.
@@ -614,144 +516,6 @@ impl<T> DelayQueue<T> {
         }
     }
 
-    /// The next expired entry: `Ready(Some(_))` with an entry whose deadline
-    /// has passed, `Pending` (the task is woken when one is due, or when an
-    /// insert, reset or remove changes what this would return), or
-    /// `Ready(None)` when the queue is empty.
-    ///
-    /// `Ready(None)` does not end the queue: after an insert it yields
-    /// again, and the task that saw `Ready(None)` is woken by that insert.
-    ///
-    /// # Panics
-    ///
-    /// Panics if entries are pending and the timer's runtime has shut down,
-    /// as a pending [`Sleep`] does: the queue could never yield them. Also
-    /// if the queue must wait and its timer, built with a
-    /// [`max_pending`](crate::Builder::max_pending) limit, is full: the
-    /// queue waits on one [`Sleep`] of that timer, whose first poll panics
-    /// then, as any `Sleep`'s does.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::future::poll_fn;
-    /// use std::time::Duration;
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() {
-    /// let mut queue = wheel::DelayQueue::new();
-    /// queue.insert("a", Duration::from_millis(10));
-    /// let expired = poll_fn(|cx| queue.poll_expired(cx)).await.unwrap();
-    /// assert_eq!(expired.into_inner(), "a");
-    /// assert!(poll_fn(|cx| queue.poll_expired(cx)).await.is_none());
-    /// # }
-    /// ```
-    pub fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<Option<Expired<T>>> {
-        match &self.waker {
-            Some(held) if held.will_wake(cx.waker()) => {}
-            _ => self.waker = Some(cx.waker().clone()),
-        }
-        if self.is_empty() {
-            self.disarm();
-            return Poll::Ready(None);
-        }
-        let DelayQueue {
-            wheel,
-            bound,
-            sleep,
-            armed,
-            moved,
-            ..
-        } = self;
-        let Some(Bound { timer, clock }) = bound else {
-            unreachable!("a queue with entries has a timer");
-        };
-        loop {
-            let now = clock.now_tick(timer.now());
-            if let Some(key) = wheel.pop_expired(now) {
-                let item = wheel.remove(key).expect("a popped entry is in the slab");
-                if wheel.len() == 0 {
-                    // Nothing left to wait for: free the timer entry now.
-                    *sleep = None;
-                    *armed = NEVER;
-                }
-                return Poll::Ready(Some(Expired {
-                    value: item.value,
-                    deadline: item.deadline,
-                    key: Key(moved.leave(key)),
-                }));
-            }
-            let next = wheel
-                .next_expiration()
-                .expect("a non-empty queue has a next expiration");
-            // Tick `u64::MAX`, where deadlines beyond the clock's range are
-            // clamped, never comes either (`now_tick` stops short of it),
-            // even once the clock has passed the instant it names: arming
-            // a sleep for it would complete at once and spin.
-            let at = if next == NEVER {
-                None
-            } else {
-                clock.instant_at(next)
-            };
-            let Some(at) = at else {
-                // Beyond what `Instant` can express: it never comes. Only an
-                // insert or reset (which wakes us, nothing being armed) can
-                // change that.
-                *sleep = None;
-                *armed = NEVER;
-                return Poll::Pending;
-            };
-            let alarm = sleep.get_or_insert_with(|| timer.sleep_until(at));
-            if alarm.deadline() != at {
-                Pin::new(&mut *alarm).reset(at);
-            }
-            *armed = next;
-            if Pin::new(alarm).poll(cx).is_pending() {
-                return Poll::Pending;
-            }
-            if clock.now_tick(timer.now()) < next {
-                // The sleep completed, yet the timer's clock has not reached
-                // its tick: no progress is possible now. Ask to be polled
-                // again rather than spin here.
-                cx.waker().wake_by_ref();
-                return Poll::Pending;
-            }
-        }
-    }
-
-    /// The queue's timer and tick grid, looked up on first use.
-    #[track_caller]
-    fn bound(&mut self) -> &Bound {
-        if self.bound.is_none() {
-            let timer = match Timer::try_current() {
-                Ok(timer) => timer,
-                Err(e) => no_default_timer(&e),
-            };
-            self.bound = Some(Bound::new(timer));
-        }
-        self.bound.as_ref().expect("bound above")
-    }
-
-    /// The queue's timer's clock.
-    #[track_caller]
-    fn now(&mut self) -> Instant {
-        self.bound().timer.now()
-    }
-
-    /// The tick an entry due at `deadline` waits for: the deadline rounded
-    /// up to the queue's tick (never early), unless it has already passed
-    /// by `now`, when it is due at once: at the tick it fell in, which the
-    /// next `poll_expired` (rounding `now` down) has reached. Rounding a
-    /// passed deadline up would hold a zero timeout back to the next tick.
-    fn due_tick(&mut self, deadline: Instant, now: Instant) -> u64 {
-        let clock = &self.bound().clock;
-        if deadline <= now {
-            clock.now_tick(deadline)
-        } else {
-            clock.deadline_tick(deadline)
-        }
-    }
-
     /// Wakes the waiting task if an entry at `tick` comes before the tick the
     /// sleep is armed for (or nothing is armed): its `Sleep` would wake it
     /// too late, or never.
@@ -772,28 +536,6 @@ impl<T> DelayQueue<T> {
         self.sleep = None;
         self.armed = NEVER;
     }
-}
-
-/// The panic of a queue made by [`DelayQueue::new`] (or `with_capacity`,
-/// `default`) used where there is no default timer to bind it to.
-/// `BuildError`'s own message suggests `Builder::runtime`, which a queue
-/// does not take: its way to a timer of its choosing is `with_timer`.
-#[cold]
-#[track_caller]
-fn no_default_timer(error: &BuildError) -> ! {
-    if error.is_no_runtime() && !error.is_runtime_shut_down() {
-        panic!(
-            "wheel: a DelayQueue made by DelayQueue::new (or with_capacity, default) uses \
-             the current tokio runtime's default timer, and there is no runtime here: use \
-             the queue inside a runtime, or make it with DelayQueue::with_timer (a manual \
-             Timer needs no runtime)"
-        )
-    }
-    panic!(
-        "wheel: a DelayQueue made by DelayQueue::new uses the current tokio runtime's \
-         default timer, which it cannot get: {error}; or make the queue with \
-         DelayQueue::with_timer"
-    )
 }
 
 #[track_caller]
@@ -819,171 +561,5 @@ impl<T> fmt::Debug for DelayQueue<T> {
             .field("len", &self.len())
             .field("timer", &self.bound.as_ref().map(|b| &b.timer))
             .finish_non_exhaustive()
-    }
-}
-
-/// The expired entries, in deadline order; `None` when the queue is empty
-/// (see [`DelayQueue::poll_expired`]).
-impl<T> futures_core::Stream for DelayQueue<T> {
-    type Item = Expired<T>;
-
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Expired<T>>> {
-        self.get_mut().poll_expired(cx)
-    }
-}
-
-/// Names one entry of a [`DelayQueue`], from its insert until it is yielded,
-/// removed or cleared; stale after that (see [`DelayQueue`]'s "Keys").
-///
-/// Small and `Copy`, `Eq` and `Hash`: keep it in the connection's state or
-/// in a map.
-///
-/// # Examples
-///
-/// ```
-/// use std::collections::HashMap;
-/// use std::time::Duration;
-///
-/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-/// # async fn main() {
-/// let mut queue = wheel::DelayQueue::new();
-/// let mut by_key = HashMap::new();
-/// let key: wheel::delay_queue::Key = queue.insert(7u32, Duration::from_secs(1));
-/// by_key.insert(key, "conn 7");
-/// assert_eq!(by_key[&key], "conn 7");
-/// # }
-/// ```
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Key(EntryKey);
-
-impl fmt::Debug for Key {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Key")
-            .field("index", &self.0.index)
-            .field("generation", &self.0.generation)
-            .finish()
-    }
-}
-
-/// An entry yielded by a [`DelayQueue`] once its deadline passed (or taken
-/// out by [`remove`](DelayQueue::remove)): the value, the deadline it was
-/// given and the key it had (now stale).
-///
-/// # Examples
-///
-/// ```
-/// use futures::StreamExt;
-/// use std::time::Duration;
-///
-/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-/// # async fn main() {
-/// let mut queue = wheel::DelayQueue::new();
-/// let key = queue.insert("a", Duration::from_millis(5));
-/// let expired: wheel::delay_queue::Expired<&str> = queue.next().await.unwrap();
-/// assert_eq!(expired.key(), key);
-/// assert!(expired.deadline() <= wheel::Instant::now());
-/// # }
-/// ```
-#[derive(Debug)]
-pub struct Expired<T> {
-    value: T,
-    deadline: Instant,
-    key: Key,
-}
-
-impl<T> Expired<T> {
-    /// The value.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use futures::StreamExt;
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() {
-    /// let mut queue = wheel::DelayQueue::new();
-    /// queue.insert(String::from("a"), std::time::Duration::ZERO);
-    /// let value: String = queue.next().await.unwrap().into_inner();
-    /// assert_eq!(value, "a");
-    /// # }
-    /// ```
-    pub fn into_inner(self) -> T {
-        self.value
-    }
-
-    /// A reference to the value.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use futures::StreamExt;
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() {
-    /// let mut queue = wheel::DelayQueue::new();
-    /// queue.insert(3, std::time::Duration::ZERO);
-    /// assert_eq!(*queue.next().await.unwrap().get_ref(), 3);
-    /// # }
-    /// ```
-    pub fn get_ref(&self) -> &T {
-        &self.value
-    }
-
-    /// A mutable reference to the value.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use futures::StreamExt;
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() {
-    /// let mut queue = wheel::DelayQueue::new();
-    /// queue.insert(3, std::time::Duration::ZERO);
-    /// let mut expired = queue.next().await.unwrap();
-    /// *expired.get_mut() += 1;
-    /// assert_eq!(expired.into_inner(), 4);
-    /// # }
-    /// ```
-    pub fn get_mut(&mut self) -> &mut T {
-        &mut self.value
-    }
-
-    /// The deadline the entry was given (before rounding up to a tick). It
-    /// has passed if the entry was yielded as expired, not necessarily if
-    /// it came from [`remove`](DelayQueue::remove) or
-    /// [`try_remove`](DelayQueue::try_remove).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use futures::StreamExt;
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() {
-    /// let mut queue = wheel::DelayQueue::new();
-    /// let at = wheel::Instant::now() + std::time::Duration::from_millis(7);
-    /// queue.insert_at((), at);
-    /// assert_eq!(queue.next().await.unwrap().deadline(), at);
-    /// # }
-    /// ```
-    pub fn deadline(&self) -> Instant {
-        self.deadline
-    }
-
-    /// The key the entry had; stale now, but useful to find the entry in a
-    /// map kept beside the queue.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use futures::StreamExt;
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() {
-    /// let mut queue = wheel::DelayQueue::new();
-    /// let key = queue.insert((), std::time::Duration::ZERO);
-    /// let expired = queue.next().await.unwrap();
-    /// assert_eq!(expired.key(), key);
-    /// assert!(queue.try_remove(&key).is_none());
-    /// # }
-    /// ```
-    pub fn key(&self) -> Key {
-        self.key
     }
 }

@@ -1,5 +1,8 @@
 //! [`Timer`]: an explicit timer instance.
 
+mod manual;
+mod schedule;
+
 use std::future::IntoFuture;
 use std::time::Duration;
 
@@ -8,7 +11,7 @@ use tokio::time::Instant;
 use crate::driver::{registry, Deadline, Driver, Registration};
 use crate::error::{BuildError, Error};
 use crate::sync::Arc;
-use crate::{Builder, Interval, Sleep, Stats, Timeout, TimerHandle, Unfired};
+use crate::{Builder, Interval, Sleep, Stats, Timeout, Unfired};
 
 /// A hierarchical timing wheel running on a tokio runtime.
 ///
@@ -388,132 +391,6 @@ impl Timer {
         Ok(Timeout::new(future.into_future(), sleep))
     }
 
-    /// Runs `f` once `delay` has passed, on the thread that drives the
-    /// timer, without a task or a future: the handle cancels it. Start and
-    /// cancel are O(1).
-    ///
-    /// The callback runs outside the timer's lock, so it may schedule,
-    /// cancel or sleep on this timer; it should be short (spawn a task for
-    /// real work), because it runs where tokio fires its timers (or, if its
-    /// deadline has already passed when it is scheduled, on a task of the
-    /// timer's runtime); never inside `schedule`, nor inside any other
-    /// timer's poll, reset or drop. A manual timer's runs inside
-    /// [`advance`](Timer::advance). A callback that panics is caught and
-    /// counted in [`Stats::panicked`]; the timer carries on. A deadline that
-    /// has already passed runs by the next tick, never early (a manual
-    /// timer's at the next `advance`).
-    /// Dropping the handle does not cancel the callback, and a runtime timer
-    /// stays alive until its pending callbacks have run, even with no handle
-    /// left.
-    ///
-    /// # Panics
-    ///
-    /// Panics if the timer has shut down or is at capacity;
-    /// [`try_schedule`](Timer::try_schedule) returns the error instead.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::sync::atomic::{AtomicBool, Ordering};
-    /// use std::sync::Arc;
-    /// use std::time::Duration;
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() {
-    /// let timer = wheel::Timer::builder().build().unwrap();
-    /// let ran = Arc::new(AtomicBool::new(false));
-    /// let flag = ran.clone();
-    /// let handle = timer.schedule(Duration::from_millis(50), move || flag.store(true, Ordering::SeqCst));
-    ///
-    /// wheel::sleep(Duration::from_millis(60)).await;
-    /// assert!(ran.load(Ordering::SeqCst));
-    /// assert!(handle.is_expired());
-    /// assert!(!handle.cancel(), "too late: it has run");
-    /// # }
-    /// ```
-    #[track_caller]
-    pub fn schedule<F>(&self, delay: Duration, f: F) -> TimerHandle
-    where
-        F: FnOnce() + Send + 'static,
-    {
-        self.schedule_at(self.deadline_after(delay), f)
-    }
-
-    /// Runs `f` at `deadline`; see [`schedule`](Timer::schedule).
-    ///
-    /// # Panics
-    ///
-    /// Panics if the timer has shut down or is at capacity;
-    /// [`try_schedule_at`](Timer::try_schedule_at) returns the error instead.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() {
-    /// let timer = wheel::Timer::builder().build().unwrap();
-    /// let handle = timer.schedule_at(timer.now() + std::time::Duration::from_secs(1), || {
-    ///     unreachable!("cancelled before it is due")
-    /// });
-    /// assert!(handle.cancel());
-    /// assert!(handle.is_cancelled());
-    /// # }
-    /// ```
-    #[track_caller]
-    pub fn schedule_at<F>(&self, deadline: Instant, f: F) -> TimerHandle
-    where
-        F: FnOnce() + Send + 'static,
-    {
-        match self.try_schedule_at(deadline, f) {
-            Ok(handle) => handle,
-            Err(e) => panic!("wheel: cannot schedule a callback: {e}"),
-        }
-    }
-
-    /// Like [`schedule`](Timer::schedule), but returns why the timer refused.
-    ///
-    /// # Errors
-    ///
-    /// The timer has shut down, or holds `max_pending` pending timers.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let timer = wheel::Timer::builder().manual().build().unwrap();
-    /// let handle = timer.try_schedule(std::time::Duration::from_secs(1), || {}).unwrap();
-    /// timer.advance(std::time::Duration::from_secs(1));
-    /// assert!(handle.is_expired());
-    /// ```
-    pub fn try_schedule<F>(&self, delay: Duration, f: F) -> Result<TimerHandle, Error>
-    where
-        F: FnOnce() + Send + 'static,
-    {
-        self.try_schedule_at(self.deadline_after(delay), f)
-    }
-
-    /// Like [`schedule_at`](Timer::schedule_at), but returns why the timer
-    /// refused.
-    ///
-    /// # Errors
-    ///
-    /// The timer has shut down, or holds `max_pending` pending timers.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let timer = wheel::Timer::builder().manual().max_pending(0).build().unwrap();
-    /// let err = timer.try_schedule_at(timer.now(), || {}).unwrap_err();
-    /// assert!(err.is_at_capacity());
-    /// ```
-    pub fn try_schedule_at<F>(&self, deadline: Instant, f: F) -> Result<TimerHandle, Error>
-    where
-        F: FnOnce() + Send + 'static,
-    {
-        let shard = self.driver.home().clone();
-        let (key, state) = shard.schedule(deadline, Box::new(f))?;
-        Ok(TimerHandle::new(self.clone(), shard, key, state))
-    }
-
     /// Stops the timer and returns what never ran: the pending callbacks,
     /// by deadline, and those with one deadline in the order they were
     /// scheduled (not run; run them yourself if you like), and how
@@ -531,13 +408,13 @@ impl Timer {
     /// deadline, panics with a message saying the timer has shut down,
     /// rather than hang or complete early (polled after it, it completes); drop them instead of polling them. The
     /// handles of the returned callbacks report
-    /// [`is_cancelled`](TimerHandle::is_cancelled). A second call returns
+    /// [`is_cancelled`](crate::TimerHandle::is_cancelled). A second call returns
     /// nothing. A runtime's shutdown does the same to its timers, dropping
     /// the callbacks. It does not stop the callbacks the driver has already
     /// taken out of the wheel to run in its current pass (up to 32 at a
     /// time), whether it is called from one of them or from another thread
     /// while they run: they still run, and are not handed back. To stop one
-    /// of those, [`cancel`](TimerHandle::cancel) it.
+    /// of those, [`cancel`](crate::TimerHandle::cancel) it.
     ///
     /// # Examples
     ///
@@ -559,77 +436,6 @@ impl Timer {
     /// ```
     pub fn shutdown(&self) -> Unfired {
         Unfired::new(self.driver.shut_down())
-    }
-
-    /// Moves a [`manual`](Builder::manual) timer's clock forward by
-    /// `duration`, firing everything due by then, tick by tick (what is due
-    /// in one tick fires together, callbacks in an unspecified order, most
-    /// often the order they were scheduled), before it returns: due sleeps have woken their tasks (which run when their
-    /// executor polls them) and due callbacks have run.
-    ///
-    /// The clock steps from one expiration to the next, so a callback that
-    /// reads [`now`](Timer::now) sees the tick it was due at. Called from
-    /// inside one of this timer's callbacks, `advance` moves the clock in one
-    /// step and returns at once; the timer fires what became due as soon as
-    /// the callback returns.
-    ///
-    /// # Panics
-    ///
-    /// Panics if the timer is not manual.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::sync::atomic::{AtomicU32, Ordering};
-    /// use std::sync::Arc;
-    /// use std::time::Duration;
-    ///
-    /// let timer = wheel::Timer::builder().manual().build().unwrap();
-    /// let runs = Arc::new(AtomicU32::new(0));
-    /// for secs in 1..=3 {
-    ///     let runs = runs.clone();
-    ///     timer.schedule(Duration::from_secs(secs), move || {
-    ///         runs.fetch_add(1, Ordering::SeqCst);
-    ///     });
-    /// }
-    /// timer.advance(Duration::from_secs(2));
-    /// assert_eq!(runs.load(Ordering::SeqCst), 2);
-    /// ```
-    #[track_caller]
-    pub fn advance(&self, duration: Duration) {
-        self.advance_to(crate::deadline_after(self.now(), duration));
-    }
-
-    /// Moves a [`manual`](Builder::manual) timer's clock to `deadline` (a
-    /// deadline in the past leaves it where it is) and fires everything due;
-    /// see [`advance`](Timer::advance).
-    ///
-    /// # Panics
-    ///
-    /// Panics if the timer is not manual.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let timer = wheel::Timer::builder().manual().build().unwrap();
-    /// let start = timer.now();
-    /// timer.advance_to(start + std::time::Duration::from_secs(1));
-    /// assert_eq!(timer.now() - start, std::time::Duration::from_secs(1));
-    /// ```
-    #[track_caller]
-    pub fn advance_to(&self, deadline: Instant) {
-        self.driver.advance_to(deadline);
-    }
-
-    /// Whether this timer has a [`manual`](Builder::manual) clock.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// assert!(wheel::Timer::builder().manual().build().unwrap().is_manual());
-    /// ```
-    pub fn is_manual(&self) -> bool {
-        self.driver.is_manual()
     }
 
     /// A snapshot of this timer's counters.

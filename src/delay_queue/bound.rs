@@ -1,0 +1,89 @@
+//! The queue's timer and its tick grid on it ([`Bound`]), found on first
+//! use for a queue made by `DelayQueue::new`, at once for one made
+//! `with_timer`.
+
+use tokio::time::Instant;
+
+use super::DelayQueue;
+use crate::driver::Clock;
+use crate::error::BuildError;
+use crate::Timer;
+
+/// The timer a queue uses, and the queue's tick grid on it.
+pub(super) struct Bound {
+    pub(super) timer: Timer,
+    pub(super) clock: Clock,
+}
+
+impl Bound {
+    pub(super) fn new(timer: Timer) -> Bound {
+        let now = timer.now();
+        // Tick 0 starts at the timer's last tick boundary, so the queue's
+        // ticks are the timer's ticks and a deadline is rounded up once, not
+        // once by the queue and again by the timer. Never after `now`: a
+        // deadline before the origin maps to tick 0, due at once.
+        let grid = timer.driver().clock();
+        let origin = grid
+            .instant_at(grid.now_tick(now))
+            .map_or(now, |start| start.min(now));
+        let clock = Clock::new(origin, timer.tick());
+        Bound { timer, clock }
+    }
+}
+
+impl<T> DelayQueue<T> {
+    /// The queue's timer and tick grid, looked up on first use.
+    #[track_caller]
+    pub(super) fn bound(&mut self) -> &Bound {
+        if self.bound.is_none() {
+            let timer = match Timer::try_current() {
+                Ok(timer) => timer,
+                Err(e) => no_default_timer(&e),
+            };
+            self.bound = Some(Bound::new(timer));
+        }
+        self.bound.as_ref().expect("bound above")
+    }
+
+    /// The queue's timer's clock.
+    #[track_caller]
+    pub(super) fn now(&mut self) -> Instant {
+        self.bound().timer.now()
+    }
+
+    /// The tick an entry due at `deadline` waits for: the deadline rounded
+    /// up to the queue's tick (never early), unless it has already passed
+    /// by `now`, when it is due at once: at the tick it fell in, which the
+    /// next `poll_expired` (rounding `now` down) has reached. Rounding a
+    /// passed deadline up would hold a zero timeout back to the next tick.
+    pub(super) fn due_tick(&mut self, deadline: Instant, now: Instant) -> u64 {
+        let clock = &self.bound().clock;
+        if deadline <= now {
+            clock.now_tick(deadline)
+        } else {
+            clock.deadline_tick(deadline)
+        }
+    }
+}
+
+/// The panic of a queue made by [`DelayQueue::new`] (or `with_capacity`,
+/// `default`) used where there is no default timer to bind it to.
+/// `BuildError`'s own message suggests `Builder::runtime`, which a queue
+/// does not take: its way to a timer of its choosing is `with_timer`.
+#[cold]
+#[track_caller]
+fn no_default_timer(error: &BuildError) -> ! {
+    if error.is_no_runtime() && !error.is_runtime_shut_down() {
+        panic!(
+            "wheel: a DelayQueue made by DelayQueue::new (or with_capacity, default) uses \
+             the current tokio runtime's default timer, and there is no runtime here: use \
+             the queue inside a runtime, or make it with DelayQueue::with_timer (a manual \
+             Timer needs no runtime)"
+        )
+    }
+    panic!(
+        "wheel: a DelayQueue made by DelayQueue::new uses the current tokio runtime's \
+         default timer, which it cannot get: {error}; or make the queue with \
+         DelayQueue::with_timer"
+    )
+}

@@ -1,0 +1,127 @@
+//! How the queue hands back what is due: [`DelayQueue::poll_expired`], and
+//! the `Stream` built on it. The queue waits on one [`Sleep`](crate::Sleep)
+//! of its timer, armed for its wheel's next expiration (see the module
+//! docs of `delay_queue` for who wakes the waiting task when).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use super::{Bound, DelayQueue, Expired, Key, NEVER};
+
+impl<T> DelayQueue<T> {
+    /// The next expired entry: `Ready(Some(_))` with an entry whose deadline
+    /// has passed, `Pending` (the task is woken when one is due, or when an
+    /// insert, reset or remove changes what this would return), or
+    /// `Ready(None)` when the queue is empty.
+    ///
+    /// `Ready(None)` does not end the queue: after an insert it yields
+    /// again, and the task that saw `Ready(None)` is woken by that insert.
+    ///
+    /// # Panics
+    ///
+    /// Panics if entries are pending and the timer's runtime has shut down,
+    /// as a pending [`Sleep`](crate::Sleep) does: the queue could never yield them. Also
+    /// if the queue must wait and its timer, built with a
+    /// [`max_pending`](crate::Builder::max_pending) limit, is full: the
+    /// queue waits on one [`Sleep`](crate::Sleep) of that timer, whose first poll panics
+    /// then, as any `Sleep`'s does.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::future::poll_fn;
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut queue = wheel::DelayQueue::new();
+    /// queue.insert("a", Duration::from_millis(10));
+    /// let expired = poll_fn(|cx| queue.poll_expired(cx)).await.unwrap();
+    /// assert_eq!(expired.into_inner(), "a");
+    /// assert!(poll_fn(|cx| queue.poll_expired(cx)).await.is_none());
+    /// # }
+    /// ```
+    pub fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<Option<Expired<T>>> {
+        match &self.waker {
+            Some(held) if held.will_wake(cx.waker()) => {}
+            _ => self.waker = Some(cx.waker().clone()),
+        }
+        if self.is_empty() {
+            self.disarm();
+            return Poll::Ready(None);
+        }
+        let DelayQueue {
+            wheel,
+            bound,
+            sleep,
+            armed,
+            moved,
+            ..
+        } = self;
+        let Some(Bound { timer, clock }) = bound else {
+            unreachable!("a queue with entries has a timer");
+        };
+        loop {
+            let now = clock.now_tick(timer.now());
+            if let Some(key) = wheel.pop_expired(now) {
+                let item = wheel.remove(key).expect("a popped entry is in the slab");
+                if wheel.len() == 0 {
+                    // Nothing left to wait for: free the timer entry now.
+                    *sleep = None;
+                    *armed = NEVER;
+                }
+                return Poll::Ready(Some(Expired {
+                    value: item.value,
+                    deadline: item.deadline,
+                    key: Key(moved.leave(key)),
+                }));
+            }
+            let next = wheel
+                .next_expiration()
+                .expect("a non-empty queue has a next expiration");
+            // Tick `u64::MAX`, where deadlines beyond the clock's range are
+            // clamped, never comes either (`now_tick` stops short of it),
+            // even once the clock has passed the instant it names: arming
+            // a sleep for it would complete at once and spin.
+            let at = if next == NEVER {
+                None
+            } else {
+                clock.instant_at(next)
+            };
+            let Some(at) = at else {
+                // Beyond what `Instant` can express: it never comes. Only an
+                // insert or reset (which wakes us, nothing being armed) can
+                // change that.
+                *sleep = None;
+                *armed = NEVER;
+                return Poll::Pending;
+            };
+            let alarm = sleep.get_or_insert_with(|| timer.sleep_until(at));
+            if alarm.deadline() != at {
+                Pin::new(&mut *alarm).reset(at);
+            }
+            *armed = next;
+            if Pin::new(alarm).poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            if clock.now_tick(timer.now()) < next {
+                // The sleep completed, yet the timer's clock has not reached
+                // its tick: no progress is possible now. Ask to be polled
+                // again rather than spin here.
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+        }
+    }
+}
+
+/// The expired entries, in deadline order; `None` when the queue is empty
+/// (see [`DelayQueue::poll_expired`]).
+impl<T> futures_core::Stream for DelayQueue<T> {
+    type Item = Expired<T>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Expired<T>>> {
+        self.get_mut().poll_expired(cx)
+    }
+}
