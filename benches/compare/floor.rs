@@ -29,8 +29,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::measure::{chunked, columns, run_tasks, Group, PerOp};
-use crate::micro::print_per_op;
+use crate::measure::{chunked, run_tasks, Group, PerOp};
+use crate::micro::per_op_rows;
 use crate::report::label;
 use crate::side::Side;
 use crate::Config;
@@ -40,54 +40,27 @@ const YIELD_N: usize = 200_000;
 
 pub(crate) fn floor(cfg: &Config) {
     let n = cfg.size.of(NOW_N, 1000);
-    for &group in &cfg.groups {
-        let runs = columns!(cfg, cfg.micro_runs, group, |T| now_run::<T>(cfg, group, n));
-        print_per_op(
-            &label("floor: Instant::now, no timer", n, NOW_N),
-            group,
-            "ns/call",
-            &runs,
-        );
-    }
-    let n = cfg.size.of(NOW_N, 1000);
-    for &group in &cfg.groups {
-        let runs = columns!(cfg, cfg.micro_runs, group, |T| shared_run::<T>(
-            cfg,
-            group,
-            n,
-            Shared::Arc
-        ));
-        print_per_op(
-            &label("floor: shared Arc clone+drop, no timer", n, NOW_N),
-            group,
-            "ns/call",
-            &runs,
-        );
-        let runs = columns!(cfg, cfg.micro_runs, group, |T| shared_run::<T>(
-            cfg,
-            group,
-            n,
-            Shared::Handle
-        ));
-        print_per_op(
-            &label("floor: Handle::try_current, no timer", n, NOW_N),
-            group,
-            "ns/call",
-            &runs,
-        );
-    }
+    let name = label("floor: Instant::now, no timer", n, NOW_N);
+    per_op_rows!(cfg, name, "ns/call", |T, group| now_run::<T>(cfg, group, n));
+    let name = label("floor: shared Arc clone+drop, no timer", n, NOW_N);
+    per_op_rows!(cfg, name, "ns/call", |T, group| shared_run::<T>(
+        cfg,
+        group,
+        n,
+        Shared::Arc
+    ));
+    let name = label("floor: Handle::try_current, no timer", n, NOW_N);
+    per_op_rows!(cfg, name, "ns/call", |T, group| shared_run::<T>(
+        cfg,
+        group,
+        n,
+        Shared::Handle
+    ));
     let n = cfg.size.of(YIELD_N, 1000);
-    for &group in &cfg.groups {
-        let runs = columns!(cfg, cfg.micro_runs, group, |T| yield_run::<T>(
-            cfg, group, n
-        ));
-        print_per_op(
-            &label("floor: yield_now round trip, no timer", n, YIELD_N),
-            group,
-            "ns/call",
-            &runs,
-        );
-    }
+    let name = label("floor: yield_now round trip, no timer", n, YIELD_N);
+    per_op_rows!(cfg, name, "ns/call", |T, group| yield_run::<T>(
+        cfg, group, n
+    ));
 }
 
 /// `Instant::now()` inside a runtime, as `timeout` and `sleep` call it.

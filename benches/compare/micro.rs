@@ -39,21 +39,27 @@ pub(crate) fn print_per_op(name: &str, group: Group, unit: &'static str, runs: &
     Row::median(format!("{name}: CPU"), group, unit, runs, |r| r.cpu_ns).print();
 }
 
+/// Runs `body` (generic over the column's side `T`, for one `group`) for
+/// every column of every configured group, `cfg.micro_runs` times each, and
+/// prints the wall and CPU rows under `name`.
+macro_rules! per_op_rows {
+    ($cfg:expr, $name:expr, $unit:expr, |$t:ident, $group:ident| $body:expr) => {
+        for &$group in &$cfg.groups {
+            let runs = $crate::measure::columns!($cfg, $cfg.micro_runs, $group, |$t| $body);
+            $crate::micro::print_per_op(&$name, $group, $unit, &runs);
+        }
+    };
+}
+pub(crate) use per_op_rows;
+
 /// `timeout(5 s, ready)`: creating, polling (the inner future wins) and
 /// dropping a timeout that never touches the timer's state.
 pub(crate) fn timeout_ready(cfg: &Config) {
     let n = cfg.size.of(TIMEOUT_READY_N, 1000);
-    for &group in &cfg.groups {
-        let runs = columns!(cfg, cfg.micro_runs, group, |T| timeout_ready_run::<T>(
-            cfg, group, n
-        ));
-        print_per_op(
-            &label("timeout_ready", n, TIMEOUT_READY_N),
-            group,
-            "ns/call",
-            &runs,
-        );
-    }
+    let name = label("timeout_ready", n, TIMEOUT_READY_N);
+    per_op_rows!(cfg, name, "ns/call", |T, group| timeout_ready_run::<T>(
+        cfg, group, n
+    ));
 }
 
 fn timeout_ready_run<T: Side>(cfg: &Config, group: Group, n: usize) -> PerOp {
@@ -214,17 +220,10 @@ pub(crate) fn churn_loop<T: Side>(cx: &mut Context<'_>, timer: &T::Timer, durati
 /// round trip through the scheduler, the same for every column.
 pub(crate) fn timeout_yield(cfg: &Config) {
     let n = cfg.size.of(TIMEOUT_YIELD_N, 1000);
-    for &group in &cfg.groups {
-        let runs = columns!(cfg, cfg.micro_runs, group, |T| timeout_yield_run::<T>(
-            cfg, group, n
-        ));
-        print_per_op(
-            &label("timeout_yield", n, TIMEOUT_YIELD_N),
-            group,
-            "ns/call",
-            &runs,
-        );
-    }
+    let name = label("timeout_yield", n, TIMEOUT_YIELD_N);
+    per_op_rows!(cfg, name, "ns/call", |T, group| timeout_yield_run::<T>(
+        cfg, group, n
+    ));
 }
 
 fn timeout_yield_run<T: Side>(cfg: &Config, group: Group, n: usize) -> PerOp {
@@ -267,12 +266,10 @@ enum Step {
 
 fn registered(cfg: &Config, name: &str, unit: &'static str, step: Step) {
     let n = cfg.size.of(REGISTERED_N, 1000);
-    for &group in &cfg.groups {
-        let runs = columns!(cfg, cfg.micro_runs, group, |T| registered_run::<T>(
-            cfg, group, n, step
-        ));
-        print_per_op(&label(name, n, REGISTERED_N), group, unit, &runs);
-    }
+    let name = label(name, n, REGISTERED_N);
+    per_op_rows!(cfg, name, unit, |T, group| registered_run::<T>(
+        cfg, group, n, step
+    ));
 }
 
 /// Each task registers its share of `n` sleeps 1-5 s out, runs one warm-up
