@@ -244,15 +244,19 @@ impl Builder {
     /// auto-advance drive a precise timer as they drive any other; the
     /// `timerfd` is armed only while that clock reads the real time.
     ///
-    /// The cost: one `timerfd` per shard, and a `timerfd_settime` system
-    /// call each time a shard's alarm is re-armed (when its earliest timer
-    /// changes); with nothing due, no wake-ups. With timers due at every
-    /// tick, the thread wakes at every tick, and each wake-up makes the
-    /// kernel program a hardware timer, which a virtual machine makes dear
-    /// (about 10 µs where the benches ran): there a precise timer cost 2 to
-    /// 6 times the CPU per fired timer of the default one, and 20,000
-    /// timers due within 50 ms kept a current-thread runtime's one thread
-    /// busy (`benches/README.md`, the lateness bench).
+    /// The cost: one `timerfd` per shard; a `timerfd_settime` system call
+    /// each time a shard's alarm is re-armed (when its earliest timer
+    /// changes), on a current-thread runtime a reset of its tokio alarm
+    /// too, and a `read` each time the `timerfd` fires. With nothing due,
+    /// no wake-ups (on a current-thread runtime, after the last timer
+    /// fires, its tokio alarm calls once more, up to a millisecond later).
+    /// With timers due at every tick, the thread wakes at every tick, and
+    /// each wake-up makes the kernel program a hardware timer, which a
+    /// virtual machine makes dear (about 10 µs where the benches ran):
+    /// there a precise timer cost about 2 to 5 times the CPU per fired
+    /// timer of the default one, and 20,000 timers due within 50 ms kept a
+    /// current-thread runtime's one thread busy (`benches/README.md`, the
+    /// lateness bench).
     ///
     /// Needs Linux, a runtime timer (not [`manual`](Builder::manual)), and a
     /// runtime with its IO driver (`enable_io()`, or `enable_all()` as
@@ -267,13 +271,18 @@ impl Builder {
     ///
     /// # #[tokio::main]
     /// # async fn main() {
-    /// let precise = wheel::Timer::builder()
+    /// let timer = match wheel::Timer::builder()
     ///     .tick(Duration::from_micros(50))
     ///     .precise()
     ///     .build()
-    ///     .expect("Linux, and a runtime with IO");
+    /// {
+    ///     Ok(precise) => precise,
+    ///     // Not Linux: the default timer, on tokio's millisecond grid.
+    ///     Err(error) if error.is_precise_unsupported() => wheel::Timer::current(),
+    ///     Err(error) => panic!("{error}"),
+    /// };
     /// let deadline = wheel::Instant::now() + Duration::from_micros(300);
-    /// precise.sleep_until(deadline).await;
+    /// timer.sleep_until(deadline).await;
     /// assert!(wheel::Instant::now() >= deadline);
     /// # }
     /// ```
@@ -397,10 +406,7 @@ fn driver(
         // tokio panics when an fd is registered on a runtime whose IO
         // driver is off.
         return match catch_quietly(|| Driver::new_precise(handle.clone(), geometry)) {
-            Ok(Ok(driver)) => Ok(driver),
-            Ok(Err(refused)) => Err(BuildError::precise_unsupported(format!(
-                "the kernel refused a timerfd: {refused}"
-            ))),
+            Ok(made) => made,
             Err(_) => Err(BuildError::io_disabled()),
         };
     }

@@ -91,6 +91,7 @@
 //! The README maps each promise to the tests that prove it.
 
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_debug_implementations, rust_2018_idioms, unreachable_pub)]
 

@@ -57,13 +57,19 @@ fn advance_drives_a_precise_timer_on_a_paused_clock() {
 }
 
 /// Auto-advance: with every task waiting on a precise timer, tokio jumps
-/// its paused clock to the timer's alarm, an hour in a moment.
+/// its paused clock to the timer's alarm, an hour in a moment. (Without
+/// that alarm the clock would jump to the guard's two hours instead.)
 #[test]
 fn auto_advance_drives_a_precise_timer() {
     paused_rt_all().block_on(async {
         let timer = precise(Duration::from_micros(50));
         let start = Instant::now();
-        timer.sleep(Duration::from_secs(3600)).await;
+        let slept = tokio::time::timeout(
+            Duration::from_secs(7200),
+            timer.sleep(Duration::from_secs(3600)),
+        )
+        .await;
+        assert!(slept.is_ok(), "tokio's clock never moved to the timer");
         assert_eq!(start.elapsed(), Duration::from_secs(3600));
     });
 }
@@ -125,7 +131,12 @@ fn real_time_sleeps_are_never_early() {
                 .collect();
             let mut latest = Duration::ZERO;
             for task in tasks {
-                latest = latest.max(task.await.unwrap());
+                // A guard on tokio's own timer: a timerfd that never fires
+                // fails the test instead of hanging it.
+                let woke = tokio::time::timeout(Duration::from_secs(10), task)
+                    .await
+                    .expect("a sleep never woke");
+                latest = latest.max(woke.unwrap());
             }
             latest
         });
@@ -181,4 +192,27 @@ fn a_runtime_without_io_is_refused() {
         .block_on(async { Timer::builder().precise().build() })
         .unwrap_err();
     assert!(error.is_io_disabled(), "{error}");
+}
+
+/// A handle that outlived its runtime: the timerfd's registration is
+/// refused because the runtime has shut down, and the error says that, as
+/// it does for a timer that is not precise.
+#[test]
+fn building_on_a_runtime_that_has_shut_down_says_so() {
+    for workers in [0, 2] {
+        let rt = real_rt(workers);
+        let handle = rt.handle().clone();
+        drop(rt);
+        let error = Timer::builder()
+            .runtime(handle)
+            .precise()
+            .build()
+            .unwrap_err();
+        assert!(error.is_no_runtime(), "{workers} workers: {error}");
+        assert!(
+            !error.is_precise_unsupported(),
+            "{workers} workers: {error}"
+        );
+        assert!(error.to_string().contains("shut down"), "{error}");
+    }
 }

@@ -222,6 +222,12 @@ impl Alarm {
         }
     }
 
+    /// A precise alarm whose `timerfd` is armed.
+    #[cfg(all(test, feature = "precise", target_os = "linux"))]
+    pub(crate) fn is_timerfd_armed(&self) -> bool {
+        matches!(self, Alarm::Precise(precise) if precise.fd.is_armed())
+    }
+
     /// Asks for a pass soon, not on the caller's stack: what a registration
     /// does when the alarm answers `Ready` (see `Shard::register`), or a
     /// callback is due at once. A runtime shard spawns a task that runs
@@ -263,8 +269,11 @@ impl TokioAlarm {
         let when = (tick != NEVER).then(|| clock.instant_at(tick)).flatten();
         let Some(when) = when else {
             // Nothing, or beyond what `Instant` holds: it never comes. The
-            // tokio timer may still fire for an earlier arming: a pass
-            // that finds nothing.
+            // tokio timer may still fire for an earlier arming (one a
+            // precise alarm's fd or a kicked pass overtook): a pass that
+            // finds nothing. Moving it far out would cost a reset and let a
+            // paused clock's auto-advance jump there; dropping it, a new
+            // one (a clone of the runtime's handle) at the next arming.
             return Poll::Pending;
         };
         let _arming = Arming::enter(self.shard);

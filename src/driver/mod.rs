@@ -77,11 +77,11 @@
 //!
 //! A shard's mutex guards its wheel, promise, alarm and counters; nothing
 //! takes two shards' locks at once. Under it the code may read a manual
-//! clock (its own mutex, held for the read alone), or make and poll a tokio
-//! `Sleep`: a fresh one each time the alarm is armed, because resetting a
-//! registered one to a past moment calls its waker on the spot, and that
-//! waker's pass would take this very lock. Wakers and callbacks run with no
-//! lock held, each inside `catch_unwind`: a panic is counted, not spread.
+//! clock (its own mutex, held for the read alone), or reset and poll the
+//! alarm's tokio `Sleep`; resetting it to a past moment calls its waker on
+//! the spot, whose pass would take this very lock, so that wake is
+//! recognised and runs nothing (`alarm.rs`). Wakers and callbacks run with
+//! no lock held, each inside `catch_unwind`: a panic is counted, not spread.
 //!
 //! # Shutdown
 //!
@@ -178,13 +178,13 @@ impl Driver {
     }
 
     /// A precise timer on `handle`'s runtime (`Builder::precise`), made
-    /// inside its context: each shard's alarm a `timerfd`. Fails if the
-    /// kernel refuses one; tokio panics if the runtime's IO driver is off.
+    /// inside its context: each shard's alarm a `timerfd`. Fails as
+    /// `Timerfd::new` does; tokio panics if the runtime's IO driver is off.
     #[cfg(all(feature = "precise", target_os = "linux"))]
     pub(crate) fn new_precise(
         handle: tokio::runtime::Handle,
         geometry: Geometry,
-    ) -> std::io::Result<Driver> {
+    ) -> Result<Driver, crate::error::BuildError> {
         let pausable = Source::runtime(handle.clone()).is_pausable();
         let shards = (0..geometry.shards)
             .map(|_| {
@@ -195,7 +195,7 @@ impl Driver {
                     Shard::new(&geometry, source, alarm)
                 }))
             })
-            .collect::<std::io::Result<_>>()?;
+            .collect::<Result<_, _>>()?;
         Ok(Driver::with(
             shards,
             geometry,

@@ -7,9 +7,11 @@
 //! its own timers; a `timerfd` becoming readable ends that wait at once, and
 //! the IO driver then wakes the waker registered with the fd, the same
 //! waker a tokio alarm has: it runs the pass where tokio fires its own
-//! timers. The pass reads the clock again, so a `timerfd` that fires a
-//! little early (its deadline is taken through two clock readings) fires
-//! nothing early.
+//! timers. The pass reads the clock again and fires only what that reading
+//! has reached, so the `timerfd` need not be exact: its deadline, taken
+//! through two clock readings, lands a little after the tick in real time,
+//! and a tokio clock up to [`REAL`] off the real one (see below) could see
+//! it fire before the tick, which then fires nothing.
 //!
 //! `std::time::Instant`, which `tokio::time::Instant` wraps, is
 //! `CLOCK_MONOTONIC` on Linux: the deadline in that clock is now's reading
@@ -33,6 +35,7 @@ use tokio::io::Interest;
 use tokio::time::Instant;
 
 use super::{Clock, NEVER};
+use crate::error::BuildError;
 
 /// Within this of the real clock, a tokio clock is taken to be the real
 /// one: not paused, nor resumed after a pause.
@@ -46,21 +49,35 @@ pub(crate) struct Timerfd {
 }
 
 impl Timerfd {
-    /// A disarmed `timerfd`; made inside the runtime's context. Fails on a
-    /// runtime whose IO driver is off (tokio panics then: the builder
-    /// catches it), or if the kernel refuses the fd.
-    pub(crate) fn new() -> io::Result<Timerfd> {
+    /// A disarmed `timerfd`; made inside the runtime's context. Fails if
+    /// the kernel refuses the fd or the IO driver cannot register it, or if
+    /// the runtime has shut down; tokio panics on a runtime whose IO driver
+    /// is off (the builder catches that).
+    pub(crate) fn new() -> Result<Timerfd, BuildError> {
         let fd = timerfd_create(
             TimerfdClockId::Monotonic,
             TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC,
-        )?;
+        )
+        .map_err(|refused| {
+            BuildError::precise_unsupported(format!("the kernel refused a timerfd: {refused}"))
+        })?;
         // `with_interest` is deprecated in favour of an `unsafe` function,
         // because an `AsRawFd` impl could hand tokio an fd that it then
         // closes or changes (tokio#8587); an `OwnedFd` owns its fd until it
         // is dropped, with the `AsyncFd`, so the safe one is sound here, and
         // it is there in every tokio this crate supports.
         #[allow(deprecated)]
-        let fd = AsyncFd::with_interest(fd, Interest::READABLE)?;
+        let fd = AsyncFd::with_interest(fd, Interest::READABLE).map_err(|refused| {
+            // tokio refuses a registration on a runtime that is shutting
+            // down with an error of its own, which carries no OS error
+            // code; `epoll_ctl`'s refusals carry one.
+            match refused.raw_os_error() {
+                None => BuildError::runtime_shut_down(),
+                Some(_) => BuildError::precise_unsupported(format!(
+                    "the runtime's IO driver could not register a timerfd: {refused}"
+                )),
+            }
+        })?;
         Ok(Timerfd {
             fd,
             armed_at: NEVER,
@@ -87,6 +104,11 @@ impl Timerfd {
             .into_std()
             .checked_duration_since(std_now)
             .unwrap_or_else(|| std_now.duration_since(now.into_std()));
+        // Just after a `pause()`, the paused clock is still within `REAL`
+        // of the real one: the fd stays armed, fires on real time, and the
+        // pass finds nothing due on the paused clock and arms it again,
+        // until real time has moved `REAL` past it (at most `REAL` of
+        // wake-ups, once per pause).
         let follows_real = real || apart <= REAL;
         let Some(when) = when.filter(|_| follows_real) else {
             self.disarm();
@@ -110,9 +132,10 @@ impl Timerfd {
         // once is an event tokio delivers to it.
         self.drain(waker);
         let at = add(clock_gettime(ClockId::Monotonic), wait);
-        if self.set(at).is_err() {
-            // Cannot happen with a valid fd and deadline; the tokio alarm,
-            // where there is one, is still there.
+        if let Err(refused) = self.set(at) {
+            // Cannot happen: the fd is ours and the deadline normalised.
+            // Were it to, the tokio alarm, where there is one, still calls.
+            debug_assert!(false, "timerfd_settime refused {at:?}: {refused}");
             self.armed_at = NEVER;
             return Poll::Pending;
         }
@@ -145,6 +168,12 @@ impl Timerfd {
             let _ = rustix::io::read(self.fd.get_ref(), &mut [0u8; 8]);
             ready.clear_ready();
         }
+    }
+
+    /// Whether it is armed for a tick.
+    #[cfg(test)]
+    pub(crate) fn is_armed(&self) -> bool {
+        self.armed_at != NEVER
     }
 
     fn disarm(&mut self) {
@@ -195,6 +224,34 @@ fn add(at: Timespec, wait: Duration) -> Timespec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A current-thread runtime keeps its tokio alarm beside the fd (for a
+    /// paused clock), which would hide an fd that is never armed: on the
+    /// real clock, a registration arms the fd too.
+    #[test]
+    fn on_a_current_thread_runtime_a_registration_arms_the_timerfd() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let timer = crate::Timer::builder()
+                .tick(Duration::from_micros(50))
+                .precise()
+                .build()
+                .unwrap();
+            let armed = || {
+                let shards = timer.driver().shards();
+                shards
+                    .iter()
+                    .any(|shard| shard.lock().alarm.is_timerfd_armed())
+            };
+            assert!(!armed());
+            let mut sleep = tokio_test::task::spawn(timer.sleep(Duration::from_secs(10)));
+            tokio_test::assert_pending!(sleep.poll());
+            assert!(armed(), "only the tokio alarm was armed");
+        });
+    }
 
     #[test]
     fn adding_a_wait_carries_the_nanoseconds_and_saturates() {
