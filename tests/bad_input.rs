@@ -3,14 +3,14 @@
 //!
 //! | input | documented behaviour (where) | tests |
 //! |---|---|---|
-//! | `Duration::ZERO` | completes on the first poll without touching the wheel (`sleep`); `timeout` polls the inner future first; a zero tick is a `BuildError` (`Builder::build`) | here; `sleep.rs` `zero_and_past_deadlines_complete_without_time_passing`; `timeout.rs` `a_ready_future_wins_even_with_a_zero_duration`, `a_pending_future_with_a_zero_duration_times_out_at_once`; `runtimes.rs` `build_errors` |
+//! | `Duration::ZERO` | completes on the first poll without touching the wheel (`sleep`); `timeout` polls the inner future first; a zero tick is a `BuildError` (`Builder::build`) | here; `sleep.rs` `zero_and_past_deadlines_complete_without_time_passing`; `timeout.rs` `a_ready_future_wins_even_with_a_zero_duration`, `a_pending_future_with_a_zero_duration_times_out_at_once`; `explicit_timers.rs` `build_errors` |
 //! | `Duration::MAX` | the deadline becomes about 30 years ahead, as in tokio (`sleep`, `Timer::sleep`) | here; `sleep.rs` `far_deadlines_do_not_panic_and_stay_pending`; `timeout.rs` `duration_max_does_not_panic`; `interval.rs` `duration_max_period_does_not_panic`, `reset_after_duration_max_does_not_panic` |
 //! | deadlines far in the past | complete on the first poll; a registered sleep reset there is woken at once (`sleep`, `Sleep::reset`) | here; `sleep.rs` `reset_into_the_past_wakes_at_once`; `interval.rs` `interval_at_a_past_start_bursts_to_catch_up` |
 //! | `Instant` overflow, deadlines beyond the wheel's range | overflowing durations clamp to 30 years; a deadline more than `u64::MAX` ticks after the timer's start never fires (`Builder::tick`) | here; `driver/clock.rs` `the_clamped_tick_never_comes` |
 //! | resetting an elapsed `Sleep` | it sleeps again until the new deadline, whether it had only fired or already completed (`Sleep::reset`) | here; `sleep.rs` `reset_after_completion_sleeps_again` |
 //! | zero interval period | panics at the caller with tokio's message (`interval`, `Timer::interval_at`, `# Panics`) | here; `interval.rs` `zero_period_panics*` |
-//! | a `Timer` after its runtime shut down | what needs no waiting completes; a pending sleep panics when polled, saying why (`Sleep`, `# Panics`) | here; `runtimes.rs` "A timer whose runtime has shut down" section |
-//! | dropping every `Timer` handle while futures wait | the futures keep the timer alive and complete on time (`Timer`) | here; `runtimes.rs` `a_sleep_keeps_its_timer_alive`, `dropping_every_handle_frees_the_timer` |
+//! | a `Timer` after its runtime shut down | what needs no waiting completes; a pending sleep panics when polled, saying why (`Sleep`, `# Panics`) | here; `runtime_shutdown.rs` |
+//! | dropping every `Timer` handle while futures wait | the futures keep the timer alive and complete on time (`Timer`) | here; `explicit_timers.rs` `a_sleep_keeps_its_timer_alive`, `dropping_every_handle_frees_the_timer` |
 //! | a waker that panics when woken | the panic is contained; every other timer is still served (`Sleep`) | here; `sleep.rs` `a_panicking_waker_does_not_stop_the_driver` |
 
 use std::future::{pending, Future};

@@ -3,6 +3,9 @@
 #![allow(dead_code)]
 
 use std::any::Any;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::runtime::{Builder, Runtime};
@@ -44,4 +47,34 @@ pub fn panic_message(payload: &(dyn Any + Send)) -> String {
     } else {
         "<non-string panic payload>".to_owned()
     }
+}
+
+/// A current-thread runtime with timers, on real time.
+pub fn real_rt() -> Runtime {
+    Builder::new_current_thread().enable_time().build().unwrap()
+}
+
+/// A multi-thread runtime with two workers and timers, on real time.
+pub fn multi_rt() -> Runtime {
+    Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+        .unwrap()
+}
+
+/// Polls `f` once with a no-op context; for futures that must be polled
+/// outside any runtime.
+pub fn poll_once<F: Future + Unpin>(f: &mut F) -> Poll<F::Output> {
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    Pin::new(f).poll(&mut cx)
+}
+
+/// Polls `sleep` once, so that it registers, and returns it (pending).
+pub fn registered(mut sleep: wheel::Sleep) -> wheel::Sleep {
+    assert!(
+        poll_once(&mut sleep).is_pending(),
+        "expected a pending sleep"
+    );
+    sleep
 }

@@ -1,0 +1,268 @@
+//! A timer whose runtime has shut down: what completes, what panics and
+//! says why, what is handed back, and that nothing hangs.
+
+use std::future::pending;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::thread;
+use std::time::Duration;
+
+use tokio::runtime::Builder as RtBuilder;
+use tokio::time;
+use tokio_test::{assert_pending, assert_ready, task};
+use wheel::{Instant, Timer};
+
+mod common;
+use common::{ms, multi_rt, panic_message, paused_rt, poll_once, real_rt, registered, secs};
+
+// A timer whose runtime has shut down
+// ---------------------------------------------------------------------------
+
+#[test]
+fn a_timer_reports_its_runtimes_shutdown() {
+    let rt = paused_rt();
+    let (default, explicit) = rt.block_on(async {
+        (
+            Timer::current(),
+            Timer::builder().tick(ms(10)).build().unwrap(),
+        )
+    });
+    let outside = Timer::builder()
+        .runtime(rt.handle().clone())
+        .build()
+        .unwrap();
+    assert!(!default.is_shut_down() && !explicit.is_shut_down() && !outside.is_shut_down());
+    drop(rt);
+    assert!(default.is_shut_down());
+    assert!(explicit.is_shut_down());
+    assert!(outside.is_shut_down());
+    // Another runtime's default timer is a different, live one.
+    let rt_other = paused_rt();
+    let other = rt_other.block_on(async { Timer::current() });
+    assert!(!other.is_shut_down());
+    drop(rt_other);
+    assert!(other.is_shut_down());
+}
+
+#[test]
+fn a_pending_sleep_of_a_shut_down_timer_panics_when_polled_and_never_completes() {
+    let rt_a = paused_rt();
+    let (timer, mut pending_sleep, mut fired_sleep) = rt_a.block_on(async {
+        let timer = Timer::builder().tick(ms(10)).build().unwrap();
+        let mut pending_sleep = task::spawn(timer.sleep(secs(60)));
+        let mut fired_sleep = task::spawn(timer.sleep(ms(10)));
+        assert_pending!(pending_sleep.poll());
+        assert_pending!(fired_sleep.poll());
+        time::advance(ms(10)).await;
+        assert!(fired_sleep.is_woken());
+        assert!(!pending_sleep.is_woken());
+        (timer, pending_sleep, fired_sleep)
+    });
+    drop(rt_a);
+    assert!(timer.is_shut_down());
+    assert!(
+        pending_sleep.is_woken(),
+        "shutdown wakes pending sleeps, so nothing hangs"
+    );
+    assert!(!pending_sleep.is_elapsed());
+    assert!(fired_sleep.is_elapsed());
+
+    let rt_b = paused_rt();
+    rt_b.block_on(async {
+        // Fired before the shutdown: still completes.
+        assert_ready!(fired_sleep.poll());
+        // Pending at the shutdown: panics, every time, and never completes.
+        for _ in 0..2 {
+            let err = catch_unwind(AssertUnwindSafe(|| {
+                let _ = pending_sleep.poll();
+            }))
+            .unwrap_err();
+            let msg = panic_message(&*err);
+            assert!(msg.contains("shut down"), "{msg}");
+            assert!(!pending_sleep.is_elapsed());
+        }
+    });
+    drop(pending_sleep);
+    let stats = timer.stats();
+    assert_eq!((stats.pending, stats.entries), (0, 0), "{stats:?}");
+    assert_eq!((stats.fired, stats.cancelled), (1, 1), "{stats:?}");
+}
+
+#[test]
+fn a_sleep_that_fired_before_shutdown_completes_even_outside_a_runtime() {
+    let rt = paused_rt();
+    let (timer, mut sleep) = rt.block_on(async {
+        let mut sleep = task::spawn(wheel::sleep(ms(5)));
+        assert_pending!(sleep.poll());
+        time::advance(ms(5)).await;
+        assert!(sleep.is_woken());
+        (Timer::current(), sleep)
+    });
+    drop(rt);
+    assert!(timer.is_shut_down());
+    assert_ready!(sleep.poll());
+    assert!(sleep.is_elapsed());
+    assert_eq!(timer.stats().entries, 0);
+}
+
+#[test]
+fn new_futures_on_a_shut_down_timer() {
+    let rt_a = paused_rt();
+    let timer = rt_a.block_on(async { Timer::builder().build().unwrap() });
+    drop(rt_a);
+    assert!(timer.is_shut_down());
+    paused_rt().block_on(async {
+        // Nothing to wait for: complete without the timer.
+        timer.sleep(Duration::ZERO).await;
+        timer.sleep_until(Instant::now() - ms(1)).await;
+        assert_eq!(timer.timeout(secs(1), async { 7 }).await, Ok(7));
+        // Something to wait for: panic at once rather than hang.
+        let mut sleep = timer.sleep(ms(5));
+        let err = catch_unwind(AssertUnwindSafe(|| poll_once(&mut sleep))).unwrap_err();
+        assert!(panic_message(&*err).contains("shut down"));
+        let mut timeout = Box::pin(timer.timeout(ms(5), pending::<()>()));
+        let err = catch_unwind(AssertUnwindSafe(|| poll_once(&mut timeout))).unwrap_err();
+        assert!(panic_message(&*err).contains("shut down"));
+    });
+    let stats = timer.stats();
+    assert_eq!((stats.pending, stats.entries, stats.fired), (0, 0, 0));
+}
+
+#[test]
+#[should_panic(expected = "shut down")]
+fn awaiting_a_pending_sleep_of_a_shut_down_timer_panics() {
+    let rt_a = paused_rt();
+    let sleep = {
+        let _context = rt_a.enter();
+        registered(wheel::sleep(secs(60)))
+    };
+    drop(rt_a);
+    // tokio's own (auto-advanced) timeout turns a hang into a failure.
+    let out = paused_rt().block_on(async { time::timeout(secs(3600), sleep).await });
+    panic!("the sleep returned {out:?} instead of panicking");
+}
+
+#[test]
+fn a_task_waiting_on_a_timer_whose_runtime_shuts_down_is_woken_and_fails() {
+    let rt_a = multi_rt();
+    let timer = Timer::builder()
+        .runtime(rt_a.handle().clone())
+        .build()
+        .unwrap();
+    let rt_b = real_rt();
+    let waiter = rt_b.spawn({
+        let timer = timer.clone();
+        async move { timer.sleep(secs(60)).await }
+    });
+    rt_b.block_on(async {
+        let registered = async {
+            while timer.stats().pending == 0 {
+                tokio::task::yield_now().await;
+            }
+        };
+        time::timeout(secs(10), registered)
+            .await
+            .expect("the waiter registers");
+    });
+    drop(rt_a);
+    assert!(timer.is_shut_down());
+    let joined = rt_b
+        .block_on(async { time::timeout(secs(10), waiter).await })
+        .expect("the waiter was woken by the shutdown, not left hanging");
+    let err = joined.expect_err("the waiter must not complete");
+    assert!(err.is_panic());
+    let msg = panic_message(&*err.into_panic());
+    assert!(msg.contains("shut down"), "{msg}");
+}
+
+#[test]
+fn shutdown_racing_with_sleepers_on_another_runtime_fails_them_all_and_hangs_none() {
+    let rt_a = multi_rt();
+    let timer = Timer::builder()
+        .tick(ms(1))
+        .slots_per_level(4)
+        .runtime(rt_a.handle().clone())
+        .build()
+        .unwrap();
+    let rt_b = RtBuilder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+        .unwrap();
+    let handles: Vec<_> = (0..200u64)
+        .map(|i| {
+            let timer = timer.clone();
+            rt_b.spawn(async move {
+                // Sleeps until the timer's runtime goes away under it.
+                let mut n = i;
+                loop {
+                    let deadline = Instant::now() + ms(1 + n % 5);
+                    timer.sleep_until(deadline).await;
+                    assert!(Instant::now() >= deadline, "early");
+                    n += 1;
+                }
+            })
+        })
+        .collect();
+    rt_b.block_on(async {
+        let busy = async {
+            while timer.stats().fired < 400 {
+                time::sleep(ms(1)).await;
+            }
+        };
+        time::timeout(secs(10), busy)
+            .await
+            .expect("the sleepers run");
+    });
+    drop(rt_a);
+    assert!(timer.is_shut_down());
+    rt_b.block_on(async {
+        for h in handles {
+            let joined = time::timeout(secs(10), h).await.expect("a sleeper hangs");
+            let err = joined.expect_err("the loop only ends by panicking");
+            let msg = panic_message(&*err.into_panic());
+            assert!(msg.contains("shut down"), "{msg}");
+        }
+    });
+}
+
+/// A handle that outlived its runtime used to build a timer that was shut
+/// down already, so every sleep on it panicked later: now `build` says so.
+#[test]
+fn building_on_a_runtime_that_has_shut_down_is_an_error() {
+    let rt = real_rt();
+    let handle = rt.handle().clone();
+    drop(rt);
+    let error = Timer::builder().runtime(handle).build().unwrap_err();
+    assert!(error.is_no_runtime(), "{error}");
+    assert!(error.to_string().contains("shut down"), "{error}");
+}
+
+#[test]
+fn dropping_a_multi_thread_runtimes_timer_elsewhere_frees_it() {
+    let rt = multi_rt();
+    let metrics = rt.metrics();
+    let timer = Timer::builder()
+        .runtime(rt.handle().clone())
+        .build()
+        .unwrap();
+    rt.block_on(timer.sleep(ms(2)));
+    let sleeps = {
+        let _context = rt.enter();
+        registered(timer.sleep(secs(60)))
+    };
+    assert_eq!(metrics.num_alive_tasks(), 1, "the sentinel");
+    // The last handles go on a thread outside the runtime.
+    thread::spawn(move || drop((timer, sleeps))).join().unwrap();
+    rt.block_on(async {
+        let freed = async {
+            while metrics.num_alive_tasks() != 0 {
+                time::sleep(ms(1)).await;
+            }
+        };
+        time::timeout(secs(10), freed)
+            .await
+            .expect("the timer is freed");
+    });
+}
+
+// ---------------------------------------------------------------------------
