@@ -1,6 +1,6 @@
 //! `DelayQueue` under tokio's paused clock: one regression test per
-//! tokio-util `DelayQueue` bug (named after it), the queue's own promises,
-//! and a model-based property test.
+//! tokio-util `DelayQueue` bug (named after it) and the queue's own
+//! promises. The model test is in `delay_queue_model.rs`.
 
 use std::future::poll_fn;
 use std::sync::{Arc, Mutex};
@@ -8,29 +8,14 @@ use std::task::Poll;
 use std::time::Duration;
 
 use futures::StreamExt;
-use proptest::prelude::*;
 use tokio::time;
-use tokio_test::task::{self, Spawn};
+use tokio_test::task;
 use tokio_test::{assert_pending, assert_ready, assert_ready_eq};
 use wheel::delay_queue::{DelayQueue, Expired, Key};
 use wheel::{Instant, Timer};
 
 mod common;
-use common::{ms, paused_rt};
-
-/// Polls the queue once in its task's context.
-fn poll<T>(queue: &mut Spawn<DelayQueue<T>>) -> Poll<Option<Expired<T>>> {
-    queue.enter(|cx, mut q| q.poll_expired(cx))
-}
-
-/// Polls until `Pending` or `Ready(None)`, returning what was yielded.
-fn drain<T>(queue: &mut Spawn<DelayQueue<T>>) -> Vec<T> {
-    let mut out = Vec::new();
-    while let Poll::Ready(Some(expired)) = poll(queue) {
-        out.push(expired.into_inner());
-    }
-    out
-}
+use common::{drain_queue, ms, poll_queue};
 
 // ---------------------------------------------------------------------------
 // The tokio-util bugs.
@@ -42,9 +27,9 @@ fn drain<T>(queue: &mut Spawn<DelayQueue<T>>) -> Vec<T> {
 async fn tokio_4161_ready_none_once_the_last_entry_is_removed() {
     let mut queue = task::spawn(DelayQueue::new());
     let key = queue.insert(0, Duration::from_secs(10));
-    assert_pending!(poll(&mut queue));
+    assert_pending!(poll_queue(&mut queue));
     queue.remove(&key);
-    assert!(assert_ready!(poll(&mut queue)).is_none());
+    assert!(assert_ready!(poll_queue(&mut queue)).is_none());
     // The same through the Stream impl, with entries removed in any order.
     let a = queue.insert(1, ms(5));
     let b = queue.insert(2, ms(7));
@@ -61,16 +46,16 @@ async fn tokio_6751_removing_the_last_entry_wakes_the_waiting_task() {
     let mut queue = task::spawn(DelayQueue::new());
     let a = queue.insert("a", Duration::from_secs(100));
     let b = queue.insert("b", Duration::from_secs(200));
-    assert_pending!(poll(&mut queue));
+    assert_pending!(poll_queue(&mut queue));
     queue.remove(&a);
     // Not the last: the next poll would still be `Pending`.
-    assert_pending!(poll(&mut queue));
+    assert_pending!(poll_queue(&mut queue));
     assert_eq!(queue.try_remove(&b).map(Expired::into_inner), Some("b"));
     assert!(
         queue.is_woken(),
         "removing the last entry must wake the task"
     );
-    assert!(assert_ready!(poll(&mut queue)).is_none());
+    assert!(assert_ready!(poll_queue(&mut queue)).is_none());
 }
 
 /// tokio#6751, the issue's own reproduction: one task awaits the queue
@@ -106,25 +91,25 @@ async fn tokio_8274_reset_into_the_past_wakes_and_is_ready_at_once() {
     let mut queue = task::spawn(DelayQueue::new());
     let key = queue.insert("late", Duration::from_secs(60));
     let other = queue.insert("other", Duration::from_secs(30));
-    assert_pending!(poll(&mut queue));
+    assert_pending!(poll_queue(&mut queue));
     time::advance(ms(5)).await;
     assert!(!queue.is_woken());
 
     queue.reset_at(&key, Instant::now() - ms(3));
     assert!(queue.is_woken(), "a reset into the past must wake the task");
-    let expired = assert_ready!(poll(&mut queue)).unwrap();
+    let expired = assert_ready!(poll_queue(&mut queue)).unwrap();
     assert_eq!((expired.key(), *expired.get_ref()), (key, "late"));
-    assert_pending!(poll(&mut queue));
+    assert_pending!(poll_queue(&mut queue));
 
     // A zero timeout is "now", and an insert into the past is the same case.
     queue.reset(&other, Duration::ZERO);
     assert!(queue.is_woken());
-    assert_eq!(drain(&mut queue), vec!["other"]);
+    assert_eq!(drain_queue(&mut queue), vec!["other"]);
     queue.insert("keep", Duration::from_secs(9));
-    assert_pending!(poll(&mut queue));
+    assert_pending!(poll_queue(&mut queue));
     queue.insert_at("past", Instant::now() - Duration::from_secs(1));
     assert!(queue.is_woken());
-    assert_eq!(drain(&mut queue), vec!["past"]);
+    assert_eq!(drain_queue(&mut queue), vec!["past"]);
 }
 
 /// tokio#5536: tokio-util's wheel had six levels (2^36 ms); once the queue
@@ -156,14 +141,17 @@ async fn tokio_5536_a_queue_older_than_2_pow_36_ms_does_not_panic() {
     time::advance(ms(1 << 37)).await;
     let key = queue.insert(4, ms(3));
     let mut queue = task::spawn(queue);
-    assert_pending!(poll(&mut queue));
+    assert_pending!(poll_queue(&mut queue));
     time::advance(ms(2)).await;
-    assert_pending!(poll(&mut queue));
+    assert_pending!(poll_queue(&mut queue));
     time::advance(ms(1)).await;
     assert!(queue.is_woken());
-    let expired = assert_ready!(poll(&mut queue)).unwrap();
+    let expired = assert_ready!(poll_queue(&mut queue)).unwrap();
     assert_eq!(expired.key(), key);
-    assert_pending!(poll(&mut queue), "the Duration::MAX entry is 30 years away");
+    assert_pending!(
+        poll_queue(&mut queue),
+        "the Duration::MAX entry is 30 years away"
+    );
 }
 
 /// tokio PR #8320: `clear` did not wake the waiting task, which then never
@@ -172,10 +160,10 @@ async fn tokio_5536_a_queue_older_than_2_pow_36_ms_does_not_panic() {
 async fn tokio_8320_clear_wakes_the_waiting_task() {
     let mut queue = task::spawn(DelayQueue::new());
     queue.insert(1, Duration::from_secs(10));
-    assert_pending!(poll(&mut queue));
+    assert_pending!(poll_queue(&mut queue));
     queue.clear();
     assert!(queue.is_woken());
-    assert!(assert_ready!(poll(&mut queue)).is_none());
+    assert!(assert_ready!(poll_queue(&mut queue)).is_none());
 }
 
 /// tokio#1700 and tokio#849: an insert (or a reset) earlier than the
@@ -185,28 +173,28 @@ async fn tokio_8320_clear_wakes_the_waiting_task() {
 async fn tokio_1700_and_849_an_earlier_deadline_wakes_at_its_time() {
     let mut queue = task::spawn(DelayQueue::new());
     queue.insert(5, Duration::from_secs(5));
-    assert_pending!(poll(&mut queue));
+    assert_pending!(poll_queue(&mut queue));
     queue.insert(1, Duration::from_secs(1));
     assert!(
         queue.is_woken(),
         "an earlier insert must wake the task to re-arm"
     );
-    assert_pending!(poll(&mut queue));
+    assert_pending!(poll_queue(&mut queue));
     time::advance(Duration::from_secs(1)).await;
     assert!(queue.is_woken());
-    assert_eq!(drain(&mut queue), vec![1]);
+    assert_eq!(drain_queue(&mut queue), vec![1]);
 
     let key = queue.insert(200, ms(200));
-    assert_pending!(poll(&mut queue));
+    assert_pending!(poll_queue(&mut queue));
     time::advance(ms(1)).await;
     queue.reset_at(&key, Instant::now() + ms(4));
     assert!(queue.is_woken());
-    assert_pending!(poll(&mut queue));
+    assert_pending!(poll_queue(&mut queue));
     time::advance(ms(3)).await;
     assert!(!queue.is_woken(), "never early");
     time::advance(ms(1)).await;
     assert!(queue.is_woken());
-    assert_eq!(drain(&mut queue), vec![200]);
+    assert_eq!(drain_queue(&mut queue), vec![200]);
 }
 
 // ---------------------------------------------------------------------------
@@ -221,7 +209,7 @@ async fn entries_come_out_in_deadline_order_exactly_on_time() {
     let start = Instant::now();
     let mut got = Vec::new();
     while got.len() < 6 {
-        match poll(&mut queue) {
+        match poll_queue(&mut queue) {
             Poll::Ready(Some(e)) => {
                 assert!(e.deadline() <= Instant::now(), "early: {e:?}");
                 assert_eq!(start.elapsed(), ms(*e.get_ref()), "late or early");
@@ -234,7 +222,7 @@ async fn entries_come_out_in_deadline_order_exactly_on_time() {
         }
     }
     assert_eq!(got, vec![10, 10, 20, 30, 1000, 7_000]);
-    assert!(assert_ready!(poll(&mut queue)).is_none());
+    assert!(assert_ready!(poll_queue(&mut queue)).is_none());
 }
 
 /// The queue's ticks are its timer's: a queue made 3 ms after a 10 ms-tick
@@ -248,47 +236,50 @@ async fn a_coarse_timer_rounds_up_once_never_down() {
     time::advance(ms(3)).await;
     let mut queue = task::spawn(DelayQueue::with_timer(timer));
     queue.insert("a", ms(15));
-    assert_pending!(poll(&mut queue));
+    assert_pending!(poll_queue(&mut queue));
     time::advance(ms(15)).await;
     assert_eq!(start.elapsed(), ms(18));
     assert!(!queue.is_woken());
-    assert_pending!(poll(&mut queue), "due at 18 ms, but the tick is 20 ms");
+    assert_pending!(
+        poll_queue(&mut queue),
+        "due at 18 ms, but the tick is 20 ms"
+    );
     time::advance(ms(2)).await;
     assert!(queue.is_woken());
-    assert_eq!(drain(&mut queue), vec!["a"]);
+    assert_eq!(drain_queue(&mut queue), vec!["a"]);
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_later_reset_is_not_yielded_at_the_old_deadline() {
     let mut queue = task::spawn(DelayQueue::new());
     let key = queue.insert("conn", ms(300));
-    assert_pending!(poll(&mut queue));
+    assert_pending!(poll_queue(&mut queue));
     for _ in 0..5 {
         time::advance(ms(200)).await;
         queue.reset(&key, ms(300)); // a heartbeat
-        assert_pending!(poll(&mut queue));
+        assert_pending!(poll_queue(&mut queue));
     }
     time::advance(ms(299)).await;
-    assert_pending!(poll(&mut queue));
+    assert_pending!(poll_queue(&mut queue));
     time::advance(ms(1)).await;
     assert!(queue.is_woken());
-    assert_eq!(drain(&mut queue), vec!["conn"]);
+    assert_eq!(drain_queue(&mut queue), vec!["conn"]);
 }
 
 #[tokio::test(start_paused = true)]
 async fn an_empty_queue_is_ready_none_and_an_insert_wakes_it() {
     let mut queue = task::spawn(DelayQueue::<u8>::new());
-    assert!(assert_ready!(poll(&mut queue)).is_none());
+    assert!(assert_ready!(poll_queue(&mut queue)).is_none());
     assert!(assert_ready!(queue.poll_next()).is_none());
     queue.insert(1, ms(10));
     assert!(
         queue.is_woken(),
         "an insert into an empty queue wakes its task"
     );
-    assert_pending!(poll(&mut queue));
+    assert_pending!(poll_queue(&mut queue));
     time::advance(ms(10)).await;
     assert!(queue.is_woken());
-    assert_eq!(drain(&mut queue), vec![1]);
+    assert_eq!(drain_queue(&mut queue), vec![1]);
 }
 
 #[tokio::test(start_paused = true)]
@@ -301,7 +292,7 @@ async fn stale_keys_never_touch_another_entry() {
     assert!(queue.try_remove(&a).is_none());
     assert_eq!(queue.deadline(&b) - Instant::now(), ms(5));
     time::advance(ms(5)).await;
-    let expired = assert_ready!(poll(&mut queue)).unwrap();
+    let expired = assert_ready!(poll_queue(&mut queue)).unwrap();
     assert_eq!(expired.key(), b);
     assert!(queue.try_remove(&b).is_none(), "yielded: stale");
     let c = queue.insert("c", ms(1));
@@ -355,14 +346,14 @@ async fn an_empty_or_dropped_queue_holds_no_timer_entry() {
     let timer = Timer::builder().build().unwrap();
     let mut queue = task::spawn(DelayQueue::with_timer(timer.clone()));
     let keys: Vec<Key> = (0..100).map(|i| queue.insert(i, ms(1 + i))).collect();
-    assert_pending!(poll(&mut queue));
+    assert_pending!(poll_queue(&mut queue));
     assert_eq!(timer.stats().pending, 1, "one sleep for the whole queue");
     for key in &keys {
         queue.remove(key);
     }
     assert_eq!(timer.stats().pending, 0);
     queue.insert(0, ms(1));
-    assert_pending!(poll(&mut queue));
+    assert_pending!(poll_queue(&mut queue));
     assert_eq!(timer.stats().pending, 1);
     drop(queue);
     assert_eq!(timer.stats().pending, 0);
@@ -411,315 +402,4 @@ fn public_types_are_send_sync_unpin() {
     check::<Expired<String>>();
     fn unpin<T: Unpin>() {}
     unpin::<DelayQueue<std::marker::PhantomPinned>>();
-}
-
-// ---------------------------------------------------------------------------
-// The model: random inserts, resets and removes, into the future and the
-// past, compactions, and clock advances, against a list of (deadline, id),
-// checking the keys yielded and that keys of entries gone stay stale. With the
-// default tick (which divides 1 ms) and whole-millisecond deadlines, an
-// entry must come out
-// exactly when the clock reaches its deadline: never early, never late.
-
-#[derive(Debug, Clone)]
-enum Op {
-    Insert {
-        delay: u64,
-        past: bool,
-    },
-    Reset {
-        pick: usize,
-        delay: u64,
-        past: bool,
-    },
-    Remove {
-        pick: usize,
-    },
-    Clear,
-    Advance {
-        by: u64,
-    },
-    /// `compact`: moves entries, and every key must still work.
-    Compact,
-}
-
-fn delay() -> impl Strategy<Value = u64> {
-    prop_oneof![3 => 0u64..5000, 2 => 0u64..70, 1 => Just(0)]
-}
-
-fn op() -> impl Strategy<Value = Op> {
-    prop_oneof![
-        4 => (delay(), prop::bool::weighted(0.15)).prop_map(|(delay, past)| Op::Insert { delay, past }),
-        2 => (any::<usize>(), delay(), prop::bool::weighted(0.15))
-            .prop_map(|(pick, delay, past)| Op::Reset { pick, delay, past }),
-        2 => any::<usize>().prop_map(|pick| Op::Remove { pick }),
-        1 => Just(Op::Clear),
-        1 => Just(Op::Compact),
-        4 => prop_oneof![0u64..3000, 0u64..70].prop_map(|by| Op::Advance { by }),
-    ]
-}
-
-/// The model's entry: its id, key and deadline.
-struct Live {
-    id: u64,
-    key: Key,
-    deadline: Instant,
-}
-
-fn run_model(ops: Vec<Op>) {
-    let rt = paused_rt();
-    rt.block_on(async move {
-        let mut queue = task::spawn(DelayQueue::new());
-        let mut live: Vec<Live> = Vec::new();
-        // Keys of entries yielded, removed or cleared: stale for good.
-        let mut gone: Vec<Key> = Vec::new();
-        let mut next_id = 0;
-        // Whether the last poll left the task waiting (Pending, or Ready(None)).
-        let mut waiting = false;
-        for op in ops {
-            let now = Instant::now();
-            let at = |delay: u64, past: bool| {
-                if past {
-                    now.checked_sub(ms(delay)).unwrap_or(now)
-                } else {
-                    now + ms(delay)
-                }
-            };
-            // Whether this op must wake a waiting task: it made an entry due,
-            // or emptied the queue. (An insert or reset earlier than every
-            // other entry may wake it too, or may leave that to the sleep
-            // armed before it; either way `Advance` checks it wakes on time.)
-            let must_wake = match op {
-                Op::Insert { delay, past } => {
-                    let deadline = at(delay, past);
-                    let key = if past {
-                        queue.insert_at(next_id, deadline)
-                    } else {
-                        queue.insert(next_id, ms(delay))
-                    };
-                    live.push(Live {
-                        id: next_id,
-                        key,
-                        deadline,
-                    });
-                    next_id += 1;
-                    deadline <= now
-                }
-                Op::Reset { pick, delay, past } => {
-                    if live.is_empty() {
-                        continue;
-                    }
-                    let i = pick % live.len();
-                    let deadline = at(delay, past);
-                    if past {
-                        queue.reset_at(&live[i].key, deadline);
-                    } else {
-                        queue.reset(&live[i].key, ms(delay));
-                    }
-                    live[i].deadline = deadline;
-                    deadline <= now
-                }
-                Op::Remove { pick } => {
-                    if live.is_empty() {
-                        continue;
-                    }
-                    let l = live.swap_remove(pick % live.len());
-                    let removed = queue.remove(&l.key);
-                    assert_eq!((removed.key(), removed.into_inner()), (l.key, l.id));
-                    gone.push(l.key);
-                    live.is_empty()
-                }
-                Op::Clear => {
-                    let had = !live.is_empty();
-                    queue.clear();
-                    gone.extend(live.drain(..).map(|l| l.key));
-                    had
-                }
-                Op::Compact => {
-                    queue.compact();
-                    assert_eq!(queue.capacity(), live.len(), "compacted");
-                    false
-                }
-                Op::Advance { by } => {
-                    time::advance(ms(by)).await;
-                    let now = Instant::now();
-                    live.iter().any(|l| l.deadline <= now)
-                }
-            };
-            if waiting && must_wake {
-                assert!(queue.is_woken(), "{op:?} did not wake the waiting task");
-            }
-            // Drain: exactly the entries due by now, in deadline order.
-            let now = Instant::now();
-            let mut got = Vec::new();
-            let last = loop {
-                match poll(&mut queue) {
-                    Poll::Ready(Some(e)) => {
-                        assert!(e.deadline() <= now, "early: {e:?} at {now:?}");
-                        got.push(e);
-                    }
-                    other => break other,
-                }
-            };
-            waiting = true;
-            assert_eq!(last.is_ready(), live.iter().all(|l| l.deadline <= now));
-            for w in got.windows(2) {
-                assert!(w[0].deadline() <= w[1].deadline(), "out of order");
-            }
-            let mut want: Vec<u64> = live
-                .iter()
-                .filter(|l| l.deadline <= now)
-                .map(|l| l.id)
-                .collect();
-            let mut ids: Vec<u64> = got.iter().map(|e| *e.get_ref()).collect();
-            want.sort();
-            ids.sort();
-            assert_eq!(ids, want, "after {op:?}: yielded vs due");
-            for e in &got {
-                let l = live.iter().find(|l| l.id == *e.get_ref()).unwrap();
-                assert_eq!(e.key(), l.key, "yielded under another key");
-                gone.push(l.key);
-            }
-            live.retain(|l| l.deadline > now);
-            for key in gone.iter().rev().take(3) {
-                assert!(queue.try_remove(key).is_none(), "{key:?} is stale");
-            }
-            assert_eq!(queue.len(), live.len());
-            for l in &live {
-                assert_eq!(queue.deadline(&l.key), l.deadline);
-            }
-            let first = live.iter().map(|l| l.deadline).min();
-            assert_eq!(queue.peek().map(|k| queue.deadline(&k)), first);
-            if let Some(peeked) = queue.peek() {
-                assert!(
-                    live.iter().any(|l| l.key == peeked),
-                    "peek: a key not handed out"
-                );
-            }
-        }
-    });
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
-
-    #[test]
-    fn model(ops in prop::collection::vec(op(), 1..120)) {
-        run_model(ops);
-    }
-}
-
-/// Capacity the user asked for is theirs until `shrink_to_fit`: the queue
-/// does not give it back when it empties, as the driver's wheels do.
-#[tokio::test(start_paused = true)]
-async fn reserved_capacity_survives_the_queue_emptying() {
-    let mut queue = DelayQueue::with_capacity(4096);
-    let key = queue.insert(1, ms(1));
-    queue.remove(&key);
-    assert!(queue.capacity() >= 4096, "{}", queue.capacity());
-
-    let mut queue = DelayQueue::new();
-    queue.reserve(2000);
-    let reserved = queue.capacity();
-    queue.insert(1, ms(1));
-    let expired = poll_fn(|cx| queue.poll_expired(cx)).await.unwrap();
-    assert_eq!(expired.into_inner(), 1);
-    assert_eq!(queue.capacity(), reserved);
-    queue.shrink_to_fit();
-    assert_eq!(queue.capacity(), 0);
-}
-
-/// A zero timeout, or a deadline already passed, is due at once even in
-/// the middle of a tick, where rounding it up would hold it to the next.
-#[tokio::test(start_paused = true)]
-async fn a_passed_deadline_is_due_at_once_mid_tick() {
-    let timer = Timer::builder().tick(ms(10)).build().unwrap();
-    let mut queue = DelayQueue::with_timer(timer);
-    let far = queue.insert("far", Duration::from_secs(60));
-    time::advance(ms(3)).await;
-    let mut poll = task::spawn(());
-
-    queue.insert("zero", Duration::ZERO);
-    let expired = assert_ready!(poll.enter(|cx, _| queue.poll_expired(cx))).unwrap();
-    assert_eq!(expired.into_inner(), "zero");
-
-    queue.insert_at("passed", Instant::now() - ms(1));
-    let expired = assert_ready!(poll.enter(|cx, _| queue.poll_expired(cx))).unwrap();
-    assert_eq!(expired.into_inner(), "passed");
-
-    queue.reset_at(&far, Instant::now());
-    let expired = assert_ready!(poll.enter(|cx, _| queue.poll_expired(cx))).unwrap();
-    assert_eq!(expired.key(), far);
-
-    let soon = queue.insert("soon", ms(1));
-    assert_pending!(poll.enter(|cx, _| queue.poll_expired(cx)));
-    time::advance(ms(1)).await;
-    assert_pending!(
-        poll.enter(|cx, _| queue.poll_expired(cx)),
-        "a deadline not yet passed still rounds up to the tick"
-    );
-    time::advance(ms(6)).await;
-    let expired = assert_ready!(poll.enter(|cx, _| queue.poll_expired(cx))).unwrap();
-    assert_eq!(expired.key(), soon);
-}
-
-/// A queue whose timer's clock has passed the wheel's range (a 1 ns tick,
-/// 600 years on): an entry clamped to the tick that never comes leaves the
-/// task parked, as a plain `Sleep` would, rather than waking it on every
-/// poll.
-#[test]
-fn a_queue_past_its_clocks_range_does_not_spin() {
-    let timer = Timer::builder()
-        .manual()
-        .tick(Duration::from_nanos(1))
-        .build()
-        .unwrap();
-    let mut queue = task::spawn(DelayQueue::with_timer(timer.clone()));
-    timer.advance(Duration::from_secs(600 * 365 * 86_400));
-    queue.insert("never", Duration::from_secs(1));
-    for _ in 0..3 {
-        assert_pending!(queue.enter(|cx, mut q| q.poll_expired(cx)));
-        assert!(!queue.is_woken(), "the queue woke itself: a busy loop");
-    }
-}
-
-#[tokio::test(start_paused = true)]
-async fn remove_hands_back_the_entry_as_tokio_utils_does() {
-    let mut queue = DelayQueue::new();
-    let at = time::Instant::now() + ms(7);
-    let key = queue.insert_at("conn", at);
-    let removed: Expired<&str> = queue.remove(&key);
-    assert_eq!((removed.key(), removed.deadline()), (key, at));
-    assert_eq!(removed.into_inner(), "conn");
-    let key = queue.insert("again", ms(1));
-    let removed = queue.try_remove(&key).expect("pending");
-    assert_eq!((removed.key(), *removed.get_ref()), (key, "again"));
-    assert!(queue.try_remove(&key).is_none());
-}
-
-/// Found by review: `compact` did not move entries, so one left from the
-/// top of a burst held the burst's room (tokio-util's `compact` shrinks to
-/// `len`). The survivor's key still works, and new keys do not clash.
-#[tokio::test(start_paused = true)]
-async fn compact_after_a_burst_gives_the_room_back() {
-    let mut queue = DelayQueue::new();
-    let keys: Vec<Key> = (0..10_000)
-        .map(|i| queue.insert(i, Duration::from_secs(60)))
-        .collect();
-    for key in &keys[..9_999] {
-        queue.remove(key);
-    }
-    queue.compact();
-    assert_eq!((queue.len(), queue.capacity()), (1, 1));
-    let survivor = keys[9_999];
-    assert_eq!(queue.peek(), Some(survivor));
-    let newer = queue.insert(10_000, Duration::from_secs(30));
-    assert_ne!(newer, survivor);
-    queue.reset(&survivor, Duration::from_secs(10));
-    assert_eq!(queue.peek(), Some(survivor));
-    time::advance(Duration::from_secs(10)).await;
-    let first = poll_fn(|cx| queue.poll_expired(cx)).await.unwrap();
-    assert_eq!((first.key(), first.into_inner()), (survivor, 9_999));
-    assert!(queue.try_remove(&survivor).is_none(), "stale once yielded");
-    assert_eq!(queue.remove(&newer).into_inner(), 10_000);
 }

@@ -9,7 +9,10 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::runtime::{Builder, Runtime};
-use wheel::Timer;
+use tokio_test::task::Spawn;
+use tokio_test::{assert_pending, assert_ready_eq, task};
+use wheel::delay_queue::{DelayQueue, Expired};
+use wheel::{Instant, Interval, Timer};
 
 pub fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -77,4 +80,42 @@ pub fn registered(mut sleep: wheel::Sleep) -> wheel::Sleep {
         "expected a pending sleep"
     );
     sleep
+}
+
+/// Polls `interval`'s `poll_tick` once, in its mock task.
+pub fn poll_tick(interval: &mut task::Spawn<Interval>) -> Poll<Instant> {
+    interval.enter(|cx, mut interval| interval.poll_tick(cx))
+}
+
+/// Polls `interval` once per offset, expecting a tick scheduled at
+/// `start + offset` each time, then expects it to be pending.
+#[track_caller]
+pub fn expect_ticks(interval: &mut task::Spawn<Interval>, start: Instant, offsets: &[u64]) {
+    for &offset in offsets {
+        assert_ready_eq!(
+            poll_tick(interval),
+            start + ms(offset),
+            "tick at {offset} ms"
+        );
+    }
+    assert_pending!(
+        poll_tick(interval),
+        "no tick after {offsets:?} at {:?}",
+        start.elapsed()
+    );
+}
+
+/// Polls a `DelayQueue` once in its task's context.
+pub fn poll_queue<T>(queue: &mut Spawn<DelayQueue<T>>) -> Poll<Option<Expired<T>>> {
+    queue.enter(|cx, mut q| q.poll_expired(cx))
+}
+
+/// Polls a `DelayQueue` until `Pending` or `Ready(None)`, returning what
+/// was yielded.
+pub fn drain_queue<T>(queue: &mut Spawn<DelayQueue<T>>) -> Vec<T> {
+    let mut out = Vec::new();
+    while let Poll::Ready(Some(expired)) = poll_queue(queue) {
+        out.push(expired.into_inner());
+    }
+    out
 }

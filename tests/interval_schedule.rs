@@ -1,0 +1,327 @@
+//! When an `Interval`'s ticks fall: each `MissedTickBehavior` after a
+//! stall, ticks on a coarse timer, and a model test with
+//! `tokio::time::Interval` as the oracle. Under tokio's paused clock.
+
+use std::time::Duration;
+
+use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
+use tokio::time;
+use tokio_test::{assert_pending, assert_ready, assert_ready_eq, task};
+use wheel::{Instant, Interval, MissedTickBehavior};
+
+mod common;
+use common::{expect_ticks, ms, paused_rt, poll_tick};
+
+/// An interval on the current runtime's default timer, polled by hand, with
+/// the given missed tick behaviour.
+fn spawn_interval(
+    start: Instant,
+    period: Duration,
+    behavior: MissedTickBehavior,
+) -> task::Spawn<Interval> {
+    let mut interval = wheel::interval_at(start, period);
+    interval.set_missed_tick_behavior(behavior);
+    task::spawn(interval)
+}
+
+// The table in `MissedTickBehavior`'s docs: ticks every 100 ms from 0, the
+// tick due at 100 ms only taken at 350 ms.
+
+#[tokio::test(start_paused = true)]
+async fn burst_fires_missed_ticks_at_once_then_keeps_the_schedule() {
+    let start = Instant::now();
+    let mut every = spawn_interval(start, ms(100), MissedTickBehavior::Burst);
+    expect_ticks(&mut every, start, &[0]);
+    time::advance(ms(350)).await;
+    expect_ticks(&mut every, start, &[100, 200, 300]);
+    time::advance(ms(49)).await;
+    expect_ticks(&mut every, start, &[]);
+    time::advance(ms(1)).await;
+    expect_ticks(&mut every, start, &[400]);
+    time::advance(ms(100)).await;
+    expect_ticks(&mut every, start, &[500]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn delay_restarts_the_schedule_from_the_late_tick() {
+    let start = Instant::now();
+    let mut every = spawn_interval(start, ms(100), MissedTickBehavior::Delay);
+    expect_ticks(&mut every, start, &[0]);
+    time::advance(ms(350)).await;
+    expect_ticks(&mut every, start, &[100]);
+    time::advance(ms(99)).await;
+    expect_ticks(&mut every, start, &[]);
+    time::advance(ms(1)).await;
+    expect_ticks(&mut every, start, &[450]);
+    time::advance(ms(100)).await;
+    expect_ticks(&mut every, start, &[550]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn skip_drops_missed_ticks_and_keeps_the_phase() {
+    let start = Instant::now();
+    let mut every = spawn_interval(start, ms(100), MissedTickBehavior::Skip);
+    expect_ticks(&mut every, start, &[0]);
+    time::advance(ms(350)).await;
+    expect_ticks(&mut every, start, &[100]);
+    time::advance(ms(49)).await;
+    expect_ticks(&mut every, start, &[]);
+    time::advance(ms(1)).await;
+    expect_ticks(&mut every, start, &[400]);
+    time::advance(ms(100)).await;
+    expect_ticks(&mut every, start, &[500]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn skip_when_exactly_whole_periods_late_waits_a_full_period() {
+    // As in tokio: `now + (period - 0)`, so the tick due right now is skipped.
+    let start = Instant::now();
+    let mut every = spawn_interval(start, ms(100), MissedTickBehavior::Skip);
+    expect_ticks(&mut every, start, &[0]);
+    time::advance(ms(300)).await;
+    expect_ticks(&mut every, start, &[100]);
+    time::advance(ms(99)).await;
+    expect_ticks(&mut every, start, &[]);
+    time::advance(ms(1)).await;
+    expect_ticks(&mut every, start, &[400]);
+}
+
+// tokio's own scenario (tests/time_interval.rs): period 300 ms, a stall
+// from 300 to 950 ms. Without tokio's 1 ms granularity offset: the wheel
+// fires exactly on time.
+
+#[tokio::test(start_paused = true)]
+async fn each_behavior_after_a_stall_of_several_periods() {
+    let cases: [(MissedTickBehavior, &[u64], [u64; 3]); 3] = [
+        (MissedTickBehavior::Burst, &[600, 900], [1200, 1500, 1800]),
+        (MissedTickBehavior::Delay, &[600], [1250, 1550, 1850]),
+        (MissedTickBehavior::Skip, &[600], [1200, 1500, 1800]),
+    ];
+    for (behavior, after_stall, then) in cases {
+        let start = Instant::now();
+        let mut every = spawn_interval(start, ms(300), behavior);
+        expect_ticks(&mut every, start, &[0]);
+        time::advance(ms(100)).await;
+        expect_ticks(&mut every, start, &[]);
+        time::advance(ms(200)).await;
+        expect_ticks(&mut every, start, &[300]);
+        time::advance(ms(650)).await;
+        expect_ticks(&mut every, start, after_stall);
+        let mut now = 950;
+        for due in then {
+            time::advance(ms(due - 1 - now)).await;
+            assert!(!every.is_woken(), "{behavior:?}: woken before {due} ms");
+            expect_ticks(&mut every, start, &[]);
+            time::advance(ms(1)).await;
+            assert!(every.is_woken(), "{behavior:?}: not woken at {due} ms");
+            expect_ticks(&mut every, start, &[due]);
+            now = due;
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn ticks_up_to_5ms_late_are_not_missed() {
+    // tokio's threshold: a tick taken at most 5 ms late keeps the schedule,
+    // even with `Delay`; one taken later restarts it.
+    let start = Instant::now();
+    let mut every = spawn_interval(start, ms(100), MissedTickBehavior::Delay);
+    expect_ticks(&mut every, start, &[0]);
+    time::advance(ms(105)).await;
+    expect_ticks(&mut every, start, &[100]);
+    time::advance(ms(95)).await;
+    expect_ticks(&mut every, start, &[200]);
+    time::advance(ms(106)).await;
+    expect_ticks(&mut every, start, &[300]);
+    time::advance(ms(99)).await;
+    expect_ticks(&mut every, start, &[]);
+    time::advance(ms(1)).await;
+    expect_ticks(&mut every, start, &[406]);
+}
+
+/// One step of a random schedule for [`matches_tokio_interval`].
+#[derive(Debug, Clone)]
+enum Op {
+    Advance(u64),
+    /// Polls until pending.
+    Poll,
+    Reset,
+    ResetImmediately,
+    ResetAfter(u64),
+    /// Relative to now, in ms; negative is in the past.
+    ResetAt(i64),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        5 => prop_oneof![0..400u64, 0..100_000u64].prop_map(Op::Advance),
+        5 => Just(Op::Poll),
+        1 => Just(Op::Reset),
+        1 => Just(Op::ResetImmediately),
+        1 => (0..400u64).prop_map(Op::ResetAfter),
+        1 => (-200..400i64).prop_map(Op::ResetAt),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
+            "proptest-regressions/tests/interval.txt"
+        ))),
+        ..ProptestConfig::default()
+    })]
+
+    /// `tokio::time::Interval` is the oracle: driven through the same
+    /// schedule (whole milliseconds, where tokio's timer is exact), both
+    /// return the same instants and wake their tasks at the same moments.
+    #[test]
+    fn matches_tokio_interval(
+        period in prop_oneof![1..200u64, 1..100_000u64],
+        start in 0..300u64,
+        behavior in 0..3usize,
+        ops in proptest::collection::vec(op(), 1..40),
+    ) {
+        let ours = [MissedTickBehavior::Burst, MissedTickBehavior::Delay, MissedTickBehavior::Skip];
+        let tokios = [
+            time::MissedTickBehavior::Burst,
+            time::MissedTickBehavior::Delay,
+            time::MissedTickBehavior::Skip,
+        ];
+        let rt = paused_rt();
+        // Unconstrained: both intervals return `Pending` once the task's
+        // coop budget is spent, and the ops expect each tick at once.
+        rt.block_on(tokio::task::unconstrained(async move {
+            let start = Instant::now() + ms(start);
+            let mut w = wheel::interval_at(start, ms(period));
+            w.set_missed_tick_behavior(ours[behavior]);
+            let mut t = time::interval_at(start, ms(period));
+            t.set_missed_tick_behavior(tokios[behavior]);
+            let (mut w, mut t) = (task::spawn(w), task::spawn(t));
+            for (n, op) in ops.iter().enumerate() {
+                match *op {
+                    Op::Advance(d) => time::advance(ms(d)).await,
+                    Op::Poll => {
+                        for _ in 0..1000 {
+                            let got = poll_tick(&mut w);
+                            let want = t.enter(|cx, mut t| t.poll_tick(cx));
+                            assert_eq!(got, want, "op {n} ({op:?}) of {ops:?}");
+                            if got.is_pending() {
+                                break;
+                            }
+                        }
+                    }
+                    Op::Reset => {
+                        w.reset();
+                        t.reset();
+                    }
+                    Op::ResetImmediately => {
+                        w.reset_immediately();
+                        t.reset_immediately();
+                    }
+                    Op::ResetAfter(d) => {
+                        w.reset_after(ms(d));
+                        t.reset_after(ms(d));
+                    }
+                    Op::ResetAt(d) => {
+                        let now = Instant::now();
+                        let at = if d >= 0 { now + ms(d.unsigned_abs()) } else { now - ms(d.unsigned_abs()) };
+                        w.reset_at(at);
+                        t.reset_at(at);
+                    }
+                }
+                assert_eq!(w.is_woken(), t.is_woken(), "woken after op {n} ({op:?}) of {ops:?}");
+            }
+        }));
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn delay_does_not_drift_on_a_coarse_tick() {
+    // A 10 ms tick makes every deadline up to 10 ms late by design; that is
+    // not a missed tick, so `Delay` must keep the 23 ms schedule.
+    let timer = wheel::Timer::builder().tick(ms(10)).build().unwrap();
+    let start = Instant::now();
+    let mut every = timer.interval(ms(23));
+    every.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    for k in 0..6u32 {
+        assert_eq!(every.tick().await, start + ms(23) * k);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn delay_does_not_drift_on_a_coarse_tick_off_tokios_millisecond_grid() {
+    // Built half a millisecond into tokio's grid, as any timer built under
+    // the real clock is: its ticks then come up to a tick plus tokio's
+    // rounding to its millisecond late, by design, which is not a miss.
+    time::advance(Duration::from_micros(500)).await;
+    let timer = wheel::Timer::builder().tick(ms(10)).build().unwrap();
+    let start = Instant::now();
+    let period = ms(10) + Duration::from_micros(100);
+    let mut every = timer.interval(period);
+    every.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    for k in 0..6u32 {
+        assert_eq!(every.tick().await, start + period * k, "tick {k}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_first_tick_is_at_once_even_between_a_coarse_timers_ticks() {
+    let timer = wheel::Timer::builder().tick(ms(10)).build().unwrap();
+    time::advance(ms(3)).await;
+    let start = Instant::now();
+    let mut every = task::spawn(timer.interval(ms(100)));
+    assert_ready_eq!(poll_tick(&mut every), start);
+    assert_pending!(poll_tick(&mut every));
+    // The default timer too, off its 125 µs grid.
+    time::advance(Duration::from_micros(60)).await;
+    let start = Instant::now();
+    let mut every = task::spawn(wheel::interval(ms(100)));
+    assert_ready_eq!(poll_tick(&mut every), start);
+    assert_pending!(poll_tick(&mut every));
+}
+
+/// Found by review: on a coarse timer a reset to a passed deadline waited
+/// for the end of the tick it rounds up to, so `reset_immediately` was not
+/// immediate (93 ms late here), though `Interval::reset_immediately`
+/// promises it and a manual timer's was. A task already waiting on the tick
+/// is woken.
+#[tokio::test(start_paused = true)]
+async fn reset_immediately_is_immediate_on_a_coarse_timer() {
+    let timer = wheel::Timer::builder().tick(ms(100)).build().unwrap();
+    time::advance(ms(7)).await;
+    let mut every = task::spawn(timer.interval(Duration::from_secs(60)));
+    assert_ready!(poll_tick(&mut every));
+    assert_pending!(poll_tick(&mut every));
+    every.reset_immediately();
+    assert!(every.is_woken(), "the waiting task is told");
+    assert_ready_eq!(poll_tick(&mut every), timer.now());
+    // And the period counts from there.
+    time::advance(Duration::from_secs(60) - ms(1)).await;
+    assert_pending!(poll_tick(&mut every));
+    time::advance(ms(101)).await;
+    assert_ready!(poll_tick(&mut every));
+    // Likewise a `reset_at` into the past, and a `reset_after(0)`.
+    every.reset_at(timer.now() - ms(3));
+    assert_ready!(poll_tick(&mut every));
+    every.reset_after(Duration::ZERO);
+    assert_ready!(poll_tick(&mut every));
+}
+
+/// tokio documents `interval(p)` as `interval_at(Instant::now(), p)`; on a
+/// coarse timer the second waited for the end of the tick (review).
+#[tokio::test(start_paused = true)]
+async fn interval_at_a_passed_start_ticks_at_once_like_interval() {
+    let timer = wheel::Timer::builder().tick(ms(100)).build().unwrap();
+    time::advance(ms(7)).await;
+    let now = timer.now();
+    let mut from_interval = task::spawn(timer.interval(Duration::from_secs(60)));
+    let mut from_now = task::spawn(timer.interval_at(now, Duration::from_secs(60)));
+    let mut from_before = task::spawn(timer.interval_at(now - ms(5), Duration::from_secs(60)));
+    assert_ready_eq!(poll_tick(&mut from_interval), now);
+    assert_ready_eq!(poll_tick(&mut from_now), now);
+    assert_ready_eq!(poll_tick(&mut from_before), now - ms(5));
+    // A start still ahead is not early.
+    let mut ahead = task::spawn(timer.interval_at(now + ms(1), Duration::from_secs(60)));
+    assert_pending!(poll_tick(&mut ahead));
+}
