@@ -16,7 +16,7 @@ use tokio::time;
 use wheel::{Instant, Sleep, Stats, Timer};
 
 mod common;
-use common::ms;
+use common::{ms, splitmix};
 
 const MILLION: u64 = 1_000_000;
 
@@ -37,12 +37,7 @@ fn delay(i: u64) -> Duration {
 /// A deterministic shuffle (splitmix64).
 fn shuffle<X>(items: &mut [X], mut seed: u64) {
     for i in (1..items.len()).rev() {
-        seed = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = seed;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^= z >> 31;
-        items.swap(i, (z % (i as u64 + 1)) as usize);
+        items.swap(i, (splitmix(&mut seed) % (i as u64 + 1)) as usize);
     }
 }
 

@@ -11,7 +11,7 @@ use tokio_test::{assert_pending, assert_ready, task};
 use wheel::{Instant, Timer};
 
 mod common;
-use common::{ms, paused_rt};
+use common::{ms, paused_rt, splitmix};
 
 fn precise(tick: Duration) -> Timer {
     Timer::builder().tick(tick).precise().build().unwrap()
@@ -117,8 +117,7 @@ fn real_time_sleeps_are_never_early() {
             let mut seed = 0x9e37_79b9_u64;
             let tasks: Vec<_> = (0..300)
                 .map(|_| {
-                    seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-                    let wait = Duration::from_micros(100 + (seed >> 33) % 19_900);
+                    let wait = Duration::from_micros(100 + splitmix(&mut seed) % 19_900);
                     let timer = timer.clone();
                     tokio::spawn(async move {
                         let deadline = Instant::now() + wait;

@@ -12,16 +12,7 @@ use tokio_test::{assert_pending, assert_ready, task};
 use wheel::{Instant, Timer};
 
 mod common;
-use common::{ms, multi_rt, paused_rt, real_rt, registered, secs};
-
-/// A deterministic pseudo-random stream (splitmix64).
-fn splitmix(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
+use common::{ms, multi_rt, paused_rt, real_rt, registered, secs, splitmix};
 
 /// Awaits every task, failing with `what` if they take more than a
 /// generous 10 s (the sleeps involved are at most tens of milliseconds).
