@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::runtime::Handle;
 use tokio::time::Instant;
 
-use crate::driver::{Clock, Driver, Geometry, Sentinel, MAX_SHARDS};
+use crate::driver::{grid_point, Clock, Driver, Geometry, Sentinel, MAX_SHARDS};
 use crate::error::BuildError;
 use crate::sync::Arc;
 use crate::wheel::{MAX_SLOTS, MIN_SLOTS};
@@ -341,8 +341,8 @@ impl Builder {
             Some(n) if n > 1 && limited => return Err(BuildError::shards_with_limit(n)),
             _ => {}
         }
-        let geometry = |shards| Geometry {
-            clock: Clock::new(Instant::now(), self.tick),
+        let geometry = |shards, origin| Geometry {
+            clock: Clock::new(origin, self.tick),
             slots_per_level: slots,
             max_pending: self.max_pending,
             shards: self.shards.unwrap_or(shards),
@@ -363,7 +363,7 @@ impl Builder {
         let precise = self.precise;
         let handle = match self.clock {
             ClockSource::Manual => {
-                let driver = Driver::new_manual(geometry(1));
+                let driver = Driver::new_manual(geometry(1, Instant::now()));
                 return Ok(Timer::from_driver(Arc::new(driver)));
             }
             ClockSource::Runtime(Some(handle)) => handle,
@@ -382,7 +382,19 @@ impl Builder {
         // the shards' alarms make theirs only when first armed.
         catch_quietly(|| drop(tokio::time::sleep_until(Instant::now())))
             .map_err(|_| BuildError::timers_disabled())?;
-        let driver = Arc::new(driver(precise, &handle, geometry(shards), default_for)?);
+        // On a runtime whose clock can be paused, the tick grid starts on
+        // tokio's millisecond grid (see `driver/grid.rs`).
+        let now = Instant::now();
+        let origin = match handle.runtime_flavor() {
+            tokio::runtime::RuntimeFlavor::MultiThread => now,
+            _ => catch_quietly(|| grid_point(now)).unwrap_or(now),
+        };
+        let driver = Arc::new(driver(
+            precise,
+            &handle,
+            geometry(shards, origin),
+            default_for,
+        )?);
         handle.spawn(Sentinel::new(&driver));
         // A runtime that has shut down drops the sentinel on the spot,
         // which shuts the timer down: a timer that could never fire.

@@ -53,7 +53,7 @@ const ALARM_LATENESS: Duration = Duration::from_millis(1);
 /// ```
 #[track_caller]
 pub fn interval(period: Duration) -> Interval {
-    Interval::new(Sleep::elapsed_at(None, Instant::now()), period)
+    interval_at(Instant::now(), period)
 }
 
 /// An [`Interval`] on the current runtime's default timer whose first tick
@@ -78,13 +78,10 @@ pub fn interval(period: Duration) -> Interval {
 /// ```
 #[track_caller]
 pub fn interval_at(start: Instant, period: Duration) -> Interval {
-    // A start already passed is due at once, as `interval`'s is, not at the
-    // end of the tick it rounds up to (on a timer with a coarse tick).
-    let first = if start <= Instant::now() {
-        Sleep::elapsed_at(None, start)
-    } else {
-        sleep_until(start)
-    };
+    // A sleep like any other, as tokio's first tick is: on a paused clock
+    // that stands between two of tokio's milliseconds, a first tick due now
+    // completes when tokio's would, at the next one.
+    let first = sleep_until(start);
     Interval::new(first, period)
 }
 

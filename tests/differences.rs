@@ -44,21 +44,6 @@ fn a_sleep_made_outside_a_runtime_panics_only_when_polled_there() {
     paused_rt().block_on(ours);
 }
 
-/// The default tick is 125 µs, finer than tokio's millisecond: on a paused
-/// clock that stands between two milliseconds, a zero or passed deadline
-/// completes at its first poll, where tokio's waits for its next
-/// millisecond.
-#[test]
-fn a_zero_sleep_between_milliseconds_completes_at_its_first_poll() {
-    paused_rt().block_on(async {
-        tokio::time::advance(us(300)).await;
-        let mut tokio_sleep = task::spawn(tokio::time::sleep(Duration::ZERO));
-        assert_pending!(tokio_sleep.poll(), "tokio waits for its next millisecond");
-        let mut ours = task::spawn(wheel::sleep(Duration::ZERO));
-        assert_ready!(ours.poll());
-    });
-}
-
 /// Timers due within one millisecond wake in deadline order; tokio's, all
 /// on one millisecond of its grid, wake in the order they were registered.
 #[test]
@@ -91,35 +76,41 @@ fn timers_due_within_a_millisecond_wake_in_deadline_order() {
     assert_eq!(order(wheel::sleep), ["early", "late"]);
 }
 
-/// The timer's tick grid starts where the timer was built (the default
-/// timer: where it was first used), and its alarm is a tokio timer, which
-/// rounds up to tokio's millisecond grid. When the two grids do not line
-/// up (a timer first used 300 µs into a paused test, or a clock paused
-/// mid-run), the two roundings can add up: a sleep wakes up to a
-/// millisecond after tokio's would, and a chain of sleeps drifts by that
-/// much per sleep. Never before its deadline.
+/// After the paused clock has been advanced by a fraction of a millisecond,
+/// it stands between two of tokio's milliseconds, and tokio fires a timer
+/// only once its millisecond has been processed. The wheel fires what its
+/// pass finds due by the clock: a timer due between tokio's last
+/// millisecond and the clock completes with the pass that fires an earlier
+/// one, up to a millisecond before tokio's would. Never before its
+/// deadline. Here a timeout's inner sleep, due 1 ms after the timeout, is
+/// due by the time the timeout fires: the wheel's timeout sees it ready.
 #[test]
-fn on_a_clock_off_tokios_grid_a_sleep_wakes_up_to_a_millisecond_after_tokios() {
-    paused_rt().block_on(async {
-        tokio::time::advance(us(300)).await;
-        // The default timer's grid starts here: at 0.3 ms.
-        wheel::sleep(Duration::ZERO).await;
-        tokio::time::advance(us(600)).await;
-        let start = wheel::Instant::now();
-        let deadline = start + us(100); // 1.0 ms: on tokio's grid, not the wheel's
-        let mut tokio_sleep = task::spawn(tokio::time::sleep_until(deadline));
-        let mut ours = task::spawn(wheel::sleep_until(deadline));
-        assert_pending!(tokio_sleep.poll());
-        assert_pending!(ours.poll());
-        tokio::time::advance(us(100)).await;
-        assert_ready!(tokio_sleep.poll());
-        assert_pending!(ours.poll(), "the wheel's tick ends at 1.05 ms");
-        tokio::time::advance(us(999)).await;
-        assert_pending!(ours.poll(), "tokio rounds the alarm up to 2 ms");
-        tokio::time::advance(us(1)).await;
-        assert_ready!(ours.poll());
-        assert_eq!(wheel::Instant::now() - start, us(1_100));
+fn off_tokios_grid_a_timer_can_complete_up_to_a_millisecond_before_tokios() {
+    fn run<F: Future<Output = bool>>(timeout: fn(Duration, Duration) -> F) -> (bool, Duration) {
+        paused_rt().block_on(async move {
+            let start = wheel::Instant::now();
+            tokio::time::advance(us(13_262)).await;
+            let in_time = timeout(us(26_739), us(27_739)).await;
+            (in_time, start.elapsed())
+        })
+    }
+    let tokio = run(|limit, inner| async move {
+        tokio::time::timeout(limit, tokio::time::sleep(inner))
+            .await
+            .is_ok()
     });
+    let ours =
+        run(|limit, inner| async move { wheel::timeout(limit, wheel::sleep(inner)).await.is_ok() });
+    assert_eq!(
+        tokio,
+        (false, us(41_262)),
+        "the inner sleep's millisecond is 42"
+    );
+    assert_eq!(
+        ours,
+        (true, us(41_262)),
+        "the inner sleep was due at 41.001 ms"
+    );
 }
 
 /// Each timer runs one small task of its own on its runtime (it learns

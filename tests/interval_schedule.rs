@@ -273,12 +273,20 @@ async fn the_first_tick_is_at_once_even_between_a_coarse_timers_ticks() {
     let mut every = task::spawn(timer.interval(ms(100)));
     assert_ready_eq!(poll_tick(&mut every), start);
     assert_pending!(poll_tick(&mut every));
-    // The default timer too, off its 125 µs grid.
+    // The default timer's is tokio's: at 3.06 ms, between two of tokio's
+    // milliseconds, it waits for the next one, as tokio's does.
     time::advance(Duration::from_micros(60)).await;
     let start = Instant::now();
     let mut every = task::spawn(wheel::interval(ms(100)));
-    assert_ready_eq!(poll_tick(&mut every), start);
+    let mut tokios = task::spawn(async {
+        let mut every = time::interval(ms(100));
+        every.tick().await
+    });
     assert_pending!(poll_tick(&mut every));
+    assert_pending!(tokios.poll());
+    time::advance(Duration::from_micros(940)).await;
+    assert_ready_eq!(tokios.poll(), start);
+    assert_ready_eq!(poll_tick(&mut every), start);
 }
 
 /// Found by review: on a coarse timer a reset to a passed deadline waited

@@ -74,7 +74,6 @@ impl Source {
     }
 
     /// A runtime whose clock tokio can pause (a current-thread one).
-    #[cfg(all(feature = "precise", target_os = "linux"))]
     pub(crate) fn is_pausable(&self) -> bool {
         matches!(self, Source::Runtime { pausable: true, .. })
     }
@@ -187,7 +186,7 @@ impl Alarm {
         #[cfg(not(all(feature = "precise", target_os = "linux")))]
         let _ = source;
         match self {
-            Alarm::Tokio(alarm) => alarm.arm(tick, clock),
+            Alarm::Tokio(alarm) => alarm.arm(tick, clock, source),
             #[cfg(all(feature = "precise", target_os = "linux"))]
             Alarm::Precise(precise) => {
                 let real = !source.is_pausable();
@@ -195,7 +194,7 @@ impl Alarm {
                     .fd
                     .arm(tick, clock, source.now(), real, &precise.waker);
                 let tokio = match &mut precise.tokio {
-                    Some(alarm) => alarm.arm(tick, clock),
+                    Some(alarm) => alarm.arm(tick, clock, source),
                     None => Poll::Pending,
                 };
                 if fd.is_ready() || tokio.is_ready() {
@@ -261,7 +260,7 @@ impl TokioAlarm {
         }
     }
 
-    fn arm(&mut self, tick: u64, clock: &Clock) -> Poll<()> {
+    fn arm(&mut self, tick: u64, clock: &Clock, source: &Source) -> Poll<()> {
         if tick == self.armed_at && !self.sleep.is_elapsed() {
             return Poll::Pending;
         }
@@ -269,11 +268,20 @@ impl TokioAlarm {
         let when = (tick != NEVER).then(|| clock.instant_at(tick)).flatten();
         let Some(when) = when else {
             // Nothing, or beyond what `Instant` holds: it never comes. The
-            // tokio timer may still fire for an earlier arming (one a
-            // precise alarm's fd or a kicked pass overtook): a pass that
-            // finds nothing. Moving it far out would cost a reset and let a
-            // paused clock's auto-advance jump there; dropping it, a new
-            // one (a clone of the runtime's handle) at the next arming.
+            // tokio timer may still be registered for an earlier arming
+            // (one a cancel left, or a precise alarm's fd or a kicked pass
+            // overtook). Where the clock can be paused it is replaced by
+            // one never registered, so that auto-advance does not jump to
+            // it (tokio counts every registered timer). Elsewhere it is
+            // kept: it fires into a pass that finds nothing, where a new one
+            // would clone the runtime's handle at the next arming, a count
+            // every worker writes.
+            if source.is_pausable() && !self.sleep.is_elapsed() {
+                if let Some(handle) = source.handle() {
+                    let _its_clock = handle.enter();
+                    self.sleep = Box::pin(tokio::time::sleep_until(Instant::now()));
+                }
+            }
             return Poll::Pending;
         };
         let _arming = Arming::enter(self.shard);

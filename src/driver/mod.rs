@@ -37,7 +37,13 @@
 //! pass sets it to the wheel's next expiration and arms the alarm for it. A
 //! registration due earlier pulls it in and re-arms. A cancel leaves it: the
 //! alarm finds nothing then and re-arms for what is left, so a server
-//! cancelling its timeouts does not re-arm tokio's timer for each.
+//! cancelling its timeouts does not re-arm tokio's timer for each. Where
+//! tokio's clock can be paused (a current-thread runtime), a shard left with
+//! nothing pending wakes its sentinel, which disarms the alarm before the
+//! runtime parks: auto-advance jumps to every registered tokio timer, and
+//! must find none the wheel no longer needs. Such a timer's tick grid starts
+//! on tokio's millisecond grid (`grid.rs`), so its alarm, at the end of a
+//! tick, falls in the deadline's own millisecond.
 //!
 //! # The pass, and bounded work per call
 //!
@@ -96,6 +102,7 @@
 mod alarm;
 mod clock;
 mod divisor;
+mod grid;
 mod home;
 pub(crate) mod job;
 #[cfg(all(test, loom))]
@@ -115,6 +122,7 @@ use tokio::time::Instant;
 
 use alarm::{Alarm, Source};
 pub(crate) use clock::{Clock, Deadline};
+pub(crate) use grid::grid_point;
 pub(crate) use job::WakerId;
 use manual::ManualClock;
 pub(crate) use sentinel::Sentinel;

@@ -264,8 +264,26 @@ impl Shard {
         let pending = inner.wheel.is_scheduled(key) == Some(true);
         let job = inner.wheel.discard(key);
         inner.cancelled += u64::from(pending && job.is_some());
+        self.ask_tidy(&inner);
         drop(inner);
         drop(job);
+    }
+
+    /// Where tokio's clock can be paused, a shard left with nothing pending
+    /// but its alarm armed asks its sentinel to disarm it ([`tidy`]), so
+    /// that auto-advance does not jump to a deadline nobody waits for. Not
+    /// on the caller's stack: a server on a current-thread runtime cancels
+    /// one timeout and starts the next, and disarming here would re-arm
+    /// tokio's timer for each. The sentinel runs before the runtime next
+    /// parks, which is when auto-advance looks.
+    ///
+    /// [`tidy`]: Shard::watch
+    fn ask_tidy(&self, inner: &Inner) {
+        if inner.wake_at != NEVER && inner.wheel.scheduled() == 0 && self.source.is_pausable() {
+            if let Some(sentinel) = &inner.sentinel {
+                sentinel.wake_by_ref();
+            }
+        }
     }
 
     /// Moves a `Sleep`'s entry, pending or fired, to `deadline` (whose tick
@@ -293,6 +311,7 @@ impl Shard {
         if due {
             let job = inner.wheel.remove(key);
             inner.fired += 1;
+            self.ask_tidy(&inner);
             drop(inner);
             if let Some(Job::Wake(waker)) = job {
                 if let Some(waker) = held_waker(waker) {
@@ -382,6 +401,7 @@ impl Shard {
         }
         let job = inner.wheel.discard(key);
         let keep_alive = inner.callback_done();
+        self.ask_tidy(&inner);
         drop(inner);
         // The closure is dropped after the lock and the count, in case its
         // drop panics.
@@ -409,10 +429,16 @@ impl Shard {
     }
 
     /// Stores the sentinel's waker; `false` if the shard has shut down.
+    /// And tidies: an alarm armed with nothing pending is disarmed where
+    /// the clock can be paused (see [`ask_tidy`](Shard::ask_tidy)).
     pub(super) fn watch(&self, waker: &Waker) -> bool {
         let mut inner = self.lock();
         if self.is_shut_down() {
             return false;
+        }
+        if inner.wake_at != NEVER && inner.wheel.scheduled() == 0 && self.source.is_pausable() {
+            inner.wake_at = NEVER;
+            let _ = inner.alarm.arm(NEVER, &self.clock, &self.source);
         }
         match &inner.sentinel {
             Some(held) if held.will_wake(waker) => {}

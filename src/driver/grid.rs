@@ -1,0 +1,104 @@
+//! Where tokio's millisecond grid lies, so that a timer on a runtime whose
+//! clock can be paused starts its tick grid on it.
+//!
+//! tokio's time driver counts whole milliseconds from the moment it was
+//! made (its `start_time`), rounds each deadline up to one and fires it
+//! once it has processed that millisecond. A wheel timer's alarm is a
+//! tokio timer, armed for the end of the wheel tick a deadline rounds up
+//! to. If the wheel's ticks nest in tokio's milliseconds, that end lies in
+//! the deadline's own millisecond and tokio fires the alarm exactly when it
+//! would fire a tokio `Sleep` with that deadline. If they do not (a paused
+//! clock advanced by a fraction of a millisecond before the timer was
+//! built), the end can fall in the next millisecond: a millisecond after
+//! tokio's.
+//!
+//! tokio does not say where its grid starts, but a tokio `Sleep` does:
+//! polled for the first time, it completes at once exactly when its
+//! deadline's millisecond is one the driver has processed, that is, when
+//! the deadline is at or before the last grid point the driver reached.
+//! That answer is monotone in the deadline, so a binary search over
+//! deadlines before `now` finds that grid point to the nanosecond, in about
+//! sixty probes, once per timer. Each probe registers a tokio timer and
+//! drops it; none is left behind.
+
+use std::future::Future;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// A point of the current runtime's millisecond grid at or before `now`
+/// (the last one its time driver processed); `now` if tokio will not say.
+/// Called inside the runtime's context.
+pub(crate) fn grid_point(now: Instant) -> Instant {
+    // Processed: a first poll completes at once.
+    let processed = |at: Instant| {
+        let mut sleep = pin!(tokio::task::unconstrained(tokio::time::sleep_until(at)));
+        let mut cx = Context::from_waker(Waker::noop());
+        matches!(sleep.as_mut().poll(&mut cx), Poll::Ready(()))
+    };
+    // `hi` is never processed (the driver has not reached past `now`).
+    let hi_bound = now + Duration::from_nanos(1);
+    if processed(hi_bound) {
+        // Not tokio's default driver as this module knows it.
+        return now;
+    }
+    // Below: a processed deadline, at most 2^k ms back.
+    let mut back = Duration::from_millis(1);
+    let mut lo = loop {
+        match now.checked_sub(back) {
+            Some(at) if processed(at) => break at,
+            Some(_) if back < Duration::from_secs(1 << 40) => back *= 2,
+            _ => return now,
+        }
+    };
+    let mut hi = hi_bound;
+    // Invariant: `lo` processed, `hi` not.
+    while hi - lo > Duration::from_nanos(1) {
+        let mid = lo + (hi - lo) / 2;
+        if processed(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn paused() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn finds_the_millisecond_tokio_last_processed() {
+        paused().block_on(async {
+            let start = Instant::now();
+            // The driver processes the clock when the task yields.
+            tokio::time::advance(Duration::from_micros(2_300)).await;
+            let now = Instant::now();
+            assert_eq!(now - start, Duration::from_micros(2_300));
+            assert_eq!(grid_point(now), start + Duration::from_millis(2));
+            // Nothing is left registered: auto-advance has nowhere to go.
+            tokio::time::advance(Duration::from_micros(400)).await;
+            assert_eq!(grid_point(Instant::now()), start + Duration::from_millis(2));
+        });
+    }
+
+    #[test]
+    fn on_the_grid_it_is_now() {
+        paused().block_on(async {
+            let start = Instant::now();
+            tokio::time::advance(Duration::from_millis(7)).await;
+            assert_eq!(grid_point(Instant::now()), start + Duration::from_millis(7));
+        });
+    }
+}

@@ -1,0 +1,286 @@
+//! The same program on `tokio::time` and on `wheel`, each on a paused
+//! current-thread runtime of its own: every step must end at the same
+//! instant, with the same result. proptest writes the programs (a fixed
+//! seed, so CI runs the same 512 every time).
+//!
+//! The one case that may differ is named in [`Program::off_grid`]: after
+//! the clock has been advanced by a fraction of a millisecond, a timer can
+//! complete up to a millisecond *before* tokio's (never before its
+//! deadline); see the README's Differences. Such programs only check that
+//! both ran every step.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use proptest::prelude::*;
+use proptest::test_runner::{FileFailurePersistence, RngSeed};
+
+#[path = "common/mod.rs"]
+mod common;
+
+/// One step of a program. Durations are in microseconds.
+#[derive(Debug, Clone)]
+enum Step {
+    /// `sleep(d).await`
+    Sleep(u64),
+    /// `sleep_until(start + at).await`
+    SleepUntil(u64),
+    /// `timeout(d, sleep(inner)).await`, its result kept
+    Timeout { limit: u64, inner: u64 },
+    /// `timeout(d, yield_now()).await`: completes at once, cancelling
+    TimeoutYield(u64),
+    /// `sleep(first)`, polled once, reset to `now + then`, awaited
+    Reset { first: u64, then: u64 },
+    /// `interval(period)`, ticked `ticks` times
+    Interval { period: u64, ticks: u8 },
+    /// `tokio::time::advance(d).await`
+    Advance(u64),
+    /// awaits an event from a thread outside the runtime, with no timer
+    /// of the program pending: the clock must not move
+    External,
+}
+
+/// What a step ended with: the clock's reading since the program started,
+/// and the timeout's outcome where there is one.
+type Outcome = (Duration, Option<bool>);
+
+/// The API under test, `tokio::time` or `wheel`.
+trait Api {
+    fn sleep(d: Duration) -> Pin<Box<dyn Future<Output = ()>>>;
+    fn sleep_until(at: tokio::time::Instant) -> Pin<Box<dyn Future<Output = ()>>>;
+    /// `timeout(limit, sleep(inner))`: `true` if it completed in time.
+    fn timeout(limit: Duration, inner: Duration) -> Pin<Box<dyn Future<Output = bool>>>;
+    fn timeout_yield(limit: Duration) -> Pin<Box<dyn Future<Output = bool>>>;
+    fn reset(first: Duration, then: Duration) -> Pin<Box<dyn Future<Output = ()>>>;
+    fn interval(period: Duration, ticks: u8) -> Pin<Box<dyn Future<Output = ()>>>;
+}
+
+struct Tokio;
+struct Wheel;
+
+/// Polls `future` once, with a waker that does nothing.
+fn poll_once<F: Future + Unpin>(future: &mut F) {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    let _ = Pin::new(future).poll(&mut cx);
+}
+
+impl Api for Tokio {
+    fn sleep(d: Duration) -> Pin<Box<dyn Future<Output = ()>>> {
+        Box::pin(tokio::time::sleep(d))
+    }
+    fn sleep_until(at: tokio::time::Instant) -> Pin<Box<dyn Future<Output = ()>>> {
+        Box::pin(tokio::time::sleep_until(at))
+    }
+    fn timeout(limit: Duration, inner: Duration) -> Pin<Box<dyn Future<Output = bool>>> {
+        let timeout = tokio::time::timeout(limit, tokio::time::sleep(inner));
+        Box::pin(async move { timeout.await.is_ok() })
+    }
+    fn timeout_yield(limit: Duration) -> Pin<Box<dyn Future<Output = bool>>> {
+        let timeout = tokio::time::timeout(limit, tokio::task::yield_now());
+        Box::pin(async move { timeout.await.is_ok() })
+    }
+    fn reset(first: Duration, then: Duration) -> Pin<Box<dyn Future<Output = ()>>> {
+        let mut sleep = Box::pin(tokio::time::sleep(first));
+        Box::pin(async move {
+            poll_once(&mut sleep);
+            sleep.as_mut().reset(tokio::time::Instant::now() + then);
+            sleep.await;
+        })
+    }
+    fn interval(period: Duration, ticks: u8) -> Pin<Box<dyn Future<Output = ()>>> {
+        Box::pin(async move {
+            let mut interval = tokio::time::interval(period);
+            for _ in 0..ticks {
+                interval.tick().await;
+            }
+        })
+    }
+}
+
+impl Api for Wheel {
+    fn sleep(d: Duration) -> Pin<Box<dyn Future<Output = ()>>> {
+        Box::pin(wheel::sleep(d))
+    }
+    fn sleep_until(at: tokio::time::Instant) -> Pin<Box<dyn Future<Output = ()>>> {
+        Box::pin(wheel::sleep_until(at))
+    }
+    fn timeout(limit: Duration, inner: Duration) -> Pin<Box<dyn Future<Output = bool>>> {
+        let timeout = wheel::timeout(limit, wheel::sleep(inner));
+        Box::pin(async move { timeout.await.is_ok() })
+    }
+    fn timeout_yield(limit: Duration) -> Pin<Box<dyn Future<Output = bool>>> {
+        let timeout = wheel::timeout(limit, tokio::task::yield_now());
+        Box::pin(async move { timeout.await.is_ok() })
+    }
+    fn reset(first: Duration, then: Duration) -> Pin<Box<dyn Future<Output = ()>>> {
+        let mut sleep = wheel::sleep(first);
+        Box::pin(async move {
+            poll_once(&mut sleep);
+            Pin::new(&mut sleep).reset(wheel::Instant::now() + then);
+            sleep.await;
+        })
+    }
+    fn interval(period: Duration, ticks: u8) -> Pin<Box<dyn Future<Output = ()>>> {
+        Box::pin(async move {
+            let mut interval = wheel::interval(period);
+            for _ in 0..ticks {
+                interval.tick().await;
+            }
+        })
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Program(Vec<Step>);
+
+impl Program {
+    /// Runs the program on `A`, on a paused runtime of its own.
+    fn run<A: Api>(&self) -> Vec<Outcome> {
+        common::paused_rt().block_on(async {
+            let start = tokio::time::Instant::now();
+            let mut outcomes = Vec::new();
+            for step in &self.0 {
+                let us = Duration::from_micros;
+                let result = match *step {
+                    Step::Sleep(d) => {
+                        A::sleep(us(d)).await;
+                        None
+                    }
+                    Step::SleepUntil(at) => {
+                        A::sleep_until(start + us(at)).await;
+                        None
+                    }
+                    Step::Timeout { limit, inner } => Some(A::timeout(us(limit), us(inner)).await),
+                    Step::TimeoutYield(limit) => Some(A::timeout_yield(us(limit)).await),
+                    Step::Reset { first, then } => {
+                        A::reset(us(first), us(then)).await;
+                        None
+                    }
+                    Step::Interval { period, ticks } => {
+                        A::interval(us(period), ticks).await;
+                        None
+                    }
+                    Step::Advance(d) => {
+                        tokio::time::advance(us(d)).await;
+                        None
+                    }
+                    Step::External => {
+                        let (send, receive) = tokio::sync::oneshot::channel();
+                        std::thread::spawn(move || {
+                            std::thread::sleep(Duration::from_millis(1));
+                            let _ = send.send(());
+                        });
+                        receive.await.unwrap();
+                        None
+                    }
+                };
+                outcomes.push((start.elapsed(), result));
+            }
+            outcomes
+        })
+    }
+
+    /// The named exception: the clock was advanced by a fraction of a
+    /// millisecond. From then on tokio's clock stands off its own
+    /// millisecond grid, and a timer due between tokio's last millisecond
+    /// and the clock can fire with a pass that finds it due, where tokio
+    /// waits for its next millisecond: up to a millisecond earlier than
+    /// tokio's, never before its deadline.
+    fn off_grid(&self) -> bool {
+        self.0
+            .iter()
+            .any(|step| matches!(*step, Step::Advance(d) if d % 1000 != 0))
+    }
+}
+
+/// Durations: whole milliseconds mostly, fractions too, zero sometimes.
+fn micros() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        3 => (0u64..40).prop_map(|ms| ms * 1000),
+        2 => 0u64..40_000,
+        1 => Just(0u64),
+    ]
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        3 => micros().prop_map(Step::Sleep),
+        2 => micros().prop_map(Step::SleepUntil),
+        2 => (micros(), micros()).prop_map(|(limit, inner)| Step::Timeout { limit, inner }),
+        1 => prop_oneof![Just(3_600_000_000u64), micros()].prop_map(Step::TimeoutYield),
+        2 => (micros(), micros()).prop_map(|(first, then)| Step::Reset { first, then }),
+        1 => (1_000u64..20_000, 1u8..5).prop_map(|(period, ticks)| Step::Interval { period, ticks }),
+        2 => micros().prop_map(Step::Advance),
+        1 => Just(Step::External),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 512,
+        rng_seed: RngSeed::Fixed(0x7ee1_c10c),
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
+            "proptest-regressions/tests/paused_clock.txt"
+        ))),
+        ..ProptestConfig::default()
+    })]
+
+    /// Every step ends at the same instant on both. In the named exception
+    /// a step may end earlier on the wheel, by less than a millisecond, and
+    /// never before what it waited for was due.
+    #[test]
+    fn the_wheel_keeps_tokios_instants(steps in prop::collection::vec(step(), 1..12)) {
+        let program = Program(steps);
+        let tokio = program.run::<Tokio>();
+        let wheel = program.run::<Wheel>();
+        if !program.off_grid() {
+            prop_assert_eq!(wheel, tokio);
+        } else {
+            prop_assert_eq!(wheel.len(), tokio.len());
+        }
+    }
+}
+
+/// The first scenario: a cancelled wheel timer leaves nothing for
+/// auto-advance, so awaiting an outside event does not move the clock.
+#[test]
+fn a_cancelled_timeout_leaves_nothing_for_auto_advance() {
+    let program = Program(vec![Step::TimeoutYield(3_600_000_000), Step::External]);
+    let expected = vec![(Duration::ZERO, Some(true)), (Duration::ZERO, None)];
+    assert_eq!(program.run::<Tokio>(), expected);
+    assert_eq!(program.run::<Wheel>(), expected);
+}
+
+/// The second scenario: a sub-millisecond advance before the first
+/// wheel timer does not shift its grid off tokio's.
+#[test]
+fn a_fraction_of_a_millisecond_before_the_first_timer_keeps_tokios_instants() {
+    let program = Program(vec![Step::Advance(300), Step::SleepUntil(5_000)]);
+    let expected = vec![
+        (Duration::from_micros(300), None),
+        (Duration::from_micros(5_300), None),
+    ];
+    assert_eq!(program.run::<Tokio>(), expected);
+    assert_eq!(program.run::<Wheel>(), expected);
+}
+
+/// A zero sleep at 0.3 ms waits for tokio's next millisecond, as tokio's
+/// does, and a timer first used off tokio's grid keeps tokio's instants
+/// after whole-millisecond advances.
+#[test]
+fn a_timer_first_used_between_milliseconds_keeps_tokios_instants() {
+    let program = Program(vec![
+        Step::Advance(300),
+        Step::Sleep(0),
+        Step::Sleep(2_000),
+        Step::Timeout {
+            limit: 1_000,
+            inner: 700,
+        },
+        Step::SleepUntil(10_000),
+    ]);
+    let tokio = program.run::<Tokio>();
+    assert_eq!(tokio[1].0, Duration::from_micros(1_300));
+    assert_eq!(program.run::<Wheel>(), tokio);
+}
