@@ -341,8 +341,8 @@ impl Builder {
             Some(n) if n > 1 && limited => return Err(BuildError::shards_with_limit(n)),
             _ => {}
         }
-        let geometry = |shards, origin| Geometry {
-            clock: Clock::new(origin, self.tick),
+        let geometry = |shards, clock| Geometry {
+            clock,
             slots_per_level: slots,
             max_pending: self.max_pending,
             shards: self.shards.unwrap_or(shards),
@@ -363,7 +363,7 @@ impl Builder {
         let precise = self.precise;
         let handle = match self.clock {
             ClockSource::Manual => {
-                let driver = Driver::new_manual(geometry(1, Instant::now()));
+                let driver = Driver::new_manual(geometry(1, Clock::new(Instant::now(), self.tick)));
                 return Ok(Timer::from_driver(Arc::new(driver)));
             }
             ClockSource::Runtime(Some(handle)) => handle,
@@ -385,14 +385,17 @@ impl Builder {
         // On a runtime whose clock can be paused, the tick grid starts on
         // tokio's millisecond grid (see `driver/grid.rs`).
         let now = Instant::now();
-        let origin = match handle.runtime_flavor() {
-            tokio::runtime::RuntimeFlavor::MultiThread => now,
-            _ => catch_quietly(|| grid_point(now)).unwrap_or(now),
-        };
+        let clock = match handle.runtime_flavor() {
+            tokio::runtime::RuntimeFlavor::MultiThread => None,
+            _ => catch_quietly(|| grid_point(now)).ok().flatten(),
+        }
+        .map_or(Clock::new(now, self.tick), |origin| {
+            Clock::new(origin, self.tick).on_tokio_grid()
+        });
         let driver = Arc::new(driver(
             precise,
             &handle,
-            geometry(shards, origin),
+            geometry(shards, clock),
             default_for,
         )?);
         handle.spawn(Sentinel::new(&driver));

@@ -109,7 +109,9 @@ fn a_callback_due_at_once_runs_on_the_runtime_never_inline() {
     let rt = paused_rt();
     let timer = rt.block_on(async { Timer::builder().build().unwrap() });
     let start = timer.now();
-    move_clock(&rt, us(500));
+    // A whole millisecond: on a paused clock a tick is due, as tokio's
+    // are, once tokio's millisecond has come.
+    move_clock(&rt, us(1_000));
     let ran = Arc::new(AtomicBool::new(false));
     let flag = ran.clone();
     let handle = timer.schedule_at(start + us(250), move || flag.store(true, Ordering::SeqCst));
@@ -163,7 +165,7 @@ fn stats_fired_never_goes_down() {
     let waker = Waker::from(recorder.clone());
     let mut watched = timer.sleep_until(start + us(375));
     assert!(poll_once(&mut watched, &waker).is_pending());
-    move_clock(&rt, us(500));
+    move_clock(&rt, us(1_000));
     let mut early = timer.sleep_until(start + us(125));
     assert!(poll_once(&mut early, Waker::noop()).is_ready());
     assert_eq!(timer.stats().fired, 0, "a first poll completing is no fire");

@@ -76,43 +76,6 @@ fn timers_due_within_a_millisecond_wake_in_deadline_order() {
     assert_eq!(order(wheel::sleep), ["early", "late"]);
 }
 
-/// After the paused clock has been advanced by a fraction of a millisecond,
-/// it stands between two of tokio's milliseconds, and tokio fires a timer
-/// only once its millisecond has been processed. The wheel fires what its
-/// pass finds due by the clock: a timer due between tokio's last
-/// millisecond and the clock completes with the pass that fires an earlier
-/// one, up to a millisecond before tokio's would. Never before its
-/// deadline. Here a timeout's inner sleep, due 1 ms after the timeout, is
-/// due by the time the timeout fires: the wheel's timeout sees it ready.
-#[test]
-fn off_tokios_grid_a_timer_can_complete_up_to_a_millisecond_before_tokios() {
-    fn run<F: Future<Output = bool>>(timeout: fn(Duration, Duration) -> F) -> (bool, Duration) {
-        paused_rt().block_on(async move {
-            let start = wheel::Instant::now();
-            tokio::time::advance(us(13_262)).await;
-            let in_time = timeout(us(26_739), us(27_739)).await;
-            (in_time, start.elapsed())
-        })
-    }
-    let tokio = run(|limit, inner| async move {
-        tokio::time::timeout(limit, tokio::time::sleep(inner))
-            .await
-            .is_ok()
-    });
-    let ours =
-        run(|limit, inner| async move { wheel::timeout(limit, wheel::sleep(inner)).await.is_ok() });
-    assert_eq!(
-        tokio,
-        (false, us(41_262)),
-        "the inner sleep's millisecond is 42"
-    );
-    assert_eq!(
-        ours,
-        (true, us(41_262)),
-        "the inner sleep was due at 41.001 ms"
-    );
-}
-
 /// Each timer runs one small task of its own on its runtime (it learns
 /// there that the runtime is shutting down), so `num_alive_tasks` counts
 /// one more per timer: the default timer's from its first use.

@@ -169,6 +169,10 @@ pub(crate) struct Clock {
     origin_deadline: Deadline,
     tick: Duration,
     tick_nanos: Divisor,
+    /// Ticks in one of tokio's milliseconds, when `origin` is on tokio's
+    /// millisecond grid and the tick divides a millisecond (see `grid.rs`);
+    /// otherwise 1.
+    per_tokio_ms: u64,
 }
 
 impl Clock {
@@ -182,7 +186,27 @@ impl Clock {
             origin_deadline: Deadline::from_instant(origin),
             tick,
             tick_nanos: Divisor::new(tick_nanos),
+            per_tokio_ms: 1,
         }
+    }
+
+    /// This clock, whose origin is a point of tokio's millisecond grid: it
+    /// learns how many of its ticks make one of tokio's milliseconds, if a
+    /// whole number do.
+    pub(crate) fn on_tokio_grid(mut self) -> Clock {
+        const MS: u64 = 1_000_000;
+        let tick = self.tick_nanos.get();
+        if MS % tick == 0 {
+            self.per_tokio_ms = MS / tick;
+        }
+        self
+    }
+
+    /// `tick` rounded down to one that begins one of tokio's milliseconds,
+    /// on a clock [`on_tokio_grid`](Clock::on_tokio_grid); `tick` itself on
+    /// any other.
+    pub(crate) fn tokio_ms_floor(&self, tick: u64) -> u64 {
+        tick - tick % self.per_tokio_ms
     }
 
     pub(crate) fn tick(&self) -> Duration {

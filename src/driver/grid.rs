@@ -29,9 +29,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// A point of the current runtime's millisecond grid at or before `now`
-/// (the last one its time driver processed); `now` if tokio will not say.
-/// Called inside the runtime's context.
-pub(crate) fn grid_point(now: Instant) -> Instant {
+/// (the last one its time driver processed), if tokio says. Called inside
+/// the runtime's context.
+pub(crate) fn grid_point(now: Instant) -> Option<Instant> {
     // Processed: a first poll completes at once.
     let processed = |at: Instant| {
         let mut sleep = pin!(tokio::task::unconstrained(tokio::time::sleep_until(at)));
@@ -41,8 +41,8 @@ pub(crate) fn grid_point(now: Instant) -> Instant {
     // `hi` is never processed (the driver has not reached past `now`).
     let hi_bound = now + Duration::from_nanos(1);
     if processed(hi_bound) {
-        // Not tokio's default driver as this module knows it.
-        return now;
+        // Not tokio's driver as this module knows it.
+        return None;
     }
     // Below: a processed deadline, at most 2^k ms back.
     let mut back = Duration::from_millis(1);
@@ -50,7 +50,7 @@ pub(crate) fn grid_point(now: Instant) -> Instant {
         match now.checked_sub(back) {
             Some(at) if processed(at) => break at,
             Some(_) if back < Duration::from_secs(1 << 40) => back *= 2,
-            _ => return now,
+            _ => return None,
         }
     };
     let mut hi = hi_bound;
@@ -63,7 +63,7 @@ pub(crate) fn grid_point(now: Instant) -> Instant {
             hi = mid;
         }
     }
-    lo
+    Some(lo)
 }
 
 #[cfg(all(test, not(loom)))]
@@ -86,10 +86,13 @@ mod tests {
             tokio::time::advance(Duration::from_micros(2_300)).await;
             let now = Instant::now();
             assert_eq!(now - start, Duration::from_micros(2_300));
-            assert_eq!(grid_point(now), start + Duration::from_millis(2));
+            assert_eq!(grid_point(now), Some(start + Duration::from_millis(2)));
             // Nothing is left registered: auto-advance has nowhere to go.
             tokio::time::advance(Duration::from_micros(400)).await;
-            assert_eq!(grid_point(Instant::now()), start + Duration::from_millis(2));
+            assert_eq!(
+                grid_point(Instant::now()),
+                Some(start + Duration::from_millis(2))
+            );
         });
     }
 
@@ -98,7 +101,10 @@ mod tests {
         paused().block_on(async {
             let start = Instant::now();
             tokio::time::advance(Duration::from_millis(7)).await;
-            assert_eq!(grid_point(Instant::now()), start + Duration::from_millis(7));
+            assert_eq!(
+                grid_point(Instant::now()),
+                Some(start + Duration::from_millis(7))
+            );
         });
     }
 }

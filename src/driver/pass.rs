@@ -27,13 +27,15 @@ impl Shard {
         let mut release = None;
         let mut inner = self.lock();
         inner.passes += u64::from(!self.is_shut_down());
+        // The tick the alarm said has come, if it said so.
+        let mut come = 0;
         'pass: loop {
             // After a shutdown nothing is read, not even the clock: tokio
             // may be tearing its runtime down on this very thread.
             if self.is_shut_down() {
                 break;
             }
-            let mut now = self.clock.now_tick(self.now());
+            let mut now = self.due_tick().max(come);
             self.publish(now);
             while let Some(key) = inner.wheel.pop_expired(now) {
                 let Some(fire) = inner.fire_entry(key, &mut release) else {
@@ -62,7 +64,10 @@ impl Shard {
             {
                 break;
             }
-            // Already due: the clock moved on while this pass worked.
+            // Already due: the clock moved on while this pass worked. The
+            // alarm's clock says so, and its word is final: the moment it
+            // was armed for, the latest deadline of tick `next`, has passed.
+            come = next;
         }
         drop(inner);
         batch.drain().for_each(|fire| self.fire(fire));

@@ -205,11 +205,28 @@ impl Shard {
         deadline.reached_by(self.now())
     }
 
-    /// Whether the clock has reached the start of `tick`: then a deadline
-    /// at that tick has passed. Read only by a registration that pulls the
-    /// promise in, whose tick the wheel may lag behind.
+    /// Whether `tick` is due: then a deadline at that tick has passed. Read
+    /// only by a registration that pulls the promise in, whose tick the
+    /// wheel may lag behind.
     fn has_come(&self, tick: u64) -> bool {
-        tick <= self.clock.now_tick(self.now())
+        tick <= self.due_tick()
+    }
+
+    /// The last tick due by the clock: what a pass fires up to. On a paused
+    /// clock, whose every reading is the same, a timer on tokio's grid
+    /// rounds it down to the last of tokio's milliseconds, as tokio does:
+    /// after an `advance` by a fraction of a millisecond, a deadline between
+    /// that millisecond and the clock is due for neither until the next one.
+    /// On a running clock it fires what the reading has reached.
+    pub(super) fn due_tick(&self) -> u64 {
+        let now = self.now();
+        let tick = self.clock.now_tick(now);
+        let floor = self.clock.tokio_ms_floor(tick);
+        if floor != tick && self.now() == now {
+            floor
+        } else {
+            tick
+        }
     }
 
     /// Checks a `Sleep`'s entry: `Ready` once it has fired (and frees it),
