@@ -15,11 +15,9 @@
 //! timer waits on tokio's clock, tokio's paused clock
 //! (`#[tokio::test(start_paused = true)]`, `tokio::time::pause`, `advance`,
 //! auto-advance) drives it as it drives `tokio::time`: every timer completes
-//! at the instant tokio's would, and a cancelled one leaves nothing for
-//! auto-advance to jump to. The one exception follows an `advance` by a
-//! fraction of a millisecond: a timer due between tokio's last millisecond
-//! and the clock can then complete up to a millisecond before tokio's,
-//! never before its deadline.
+//! at the instant tokio's would, advances by fractions of a millisecond
+//! included, and a cancelled one leaves nothing for auto-advance to jump
+//! to.
 //!
 //! ```
 //! use std::time::Duration;

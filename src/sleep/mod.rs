@@ -29,9 +29,11 @@ use state::{Packed, State};
 /// earliest (the only case in which that poll reads the clock), completes at
 /// once; any other is registered and completes when its tick comes, which
 /// for a deadline that has just passed is by the next tick. tokio does the
-/// same on its millisecond grid, so a zero or passed deadline that tokio's
-/// first poll leaves pending until its next millisecond may complete here
-/// at once: this grid is finer.
+/// same on its millisecond grid. On a paused clock the ticks due are those
+/// of tokio's milliseconds processed, so the sleep completes at the instant
+/// tokio's would; on a running clock this grid is finer, and a deadline
+/// just passed may complete at once where tokio's waits for its next
+/// millisecond.
 ///
 /// The sleep is bound to a timer when first polled (or reset): the default
 /// timer of the runtime it is polled in. Creating one anywhere is fine.
