@@ -382,9 +382,16 @@ async fn debug_shows_the_deadline_and_the_state_a_person_can_read() {
     let unpolled = shown(&sleep);
     assert!(
         unpolled.starts_with(&format!(
-            "Sleep {{ deadline: {deadline:?}, state: \"unregistered\", timer: default, not yet bound"
+            "Sleep {{ deadline: {deadline:?}, state: \"unregistered\", tick: 125µs"
         )),
         "{unpolled}"
+    );
+    // Made outside any runtime, it is bound when first polled.
+    let outside = std::thread::spawn(move || format!("{:?}", wheel::sleep_until(deadline)));
+    let outside = outside.join().unwrap();
+    assert!(
+        outside.ends_with("state: \"unregistered\", timer: default, not yet bound }"),
+        "{outside}"
     );
     assert_pending!(sleep.poll());
     let pending = shown(&sleep);

@@ -12,27 +12,32 @@
 //! runtime's handle: an atomic add and subtract on a count every worker
 //! touches, about 100 ns when two busy workers take turns at it. So each
 //! thread caches its shard of the last runtime's default timer, weakly (a
-//! shut-down runtime's timer is not kept alive), and whether the thread is a
-//! *worker* of that runtime: it asked from inside a task (`tokio::task::
-//! try_id`, a thread-local read) of a multi-thread runtime, whose tasks run
-//! only on its workers, and a worker serves one runtime for its life. A
-//! sleep first polled in a task on a worker then asks tokio nothing: a
-//! thread-local read or two, and the shard's own count. Outside a task
-//! (`block_on`'s own future), and on a current-thread runtime, it asks
-//! every time: there the question costs no contention, and a test may enter
-//! one runtime's context (and paused clock) from a task of another.
+//! shut-down runtime's timer is not kept alive), and the one *task* whose
+//! lookups it may answer without asking. A task never changes runtime
+//! (tokio's task ids are unique in the process), but what is current inside
+//! it can: `Handle::enter` of another runtime, or a `block_on` nested in
+//! `block_in_place` or `spawn_blocking`, whose future runs under the
+//! enclosing task's id. So the cache trusts a task only once the thread has
+//! seen two different tasks in a row find the same multi-thread runtime
+//! current (its workers' tasks do; a task that keeps entering another
+//! runtime does not, as its lookups all come from one task), and a lookup
+//! that finds another runtime current starts the count again. A trusted
+//! task's lookups ask tokio nothing: a thread-local read or two, and the
+//! shard's own count. On a current-thread runtime every lookup asks: the
+//! question costs no contention there, and tests enter paused runtimes.
 //!
-//! The exception: a worker of a multi-thread runtime that polls another
-//! runtime's task (inside `block_in_place`, a current-thread runtime's
-//! `block_on` running its spawned tasks), or a task that makes sleeps inside
-//! another runtime's `Handle::enter`, gets its own runtime's default timer
-//! (its clock is the real one either way).
+//! What the cache cannot see: a trusted task that enters another runtime
+//! (`Handle::enter`, or a nested `block_on`) and makes a default-timer
+//! sleep there gets its own runtime's timer, and its clock: a multi-thread
+//! runtime's, the real one, so the sleep is never early on either. Its
+//! next task's lookup on the thread asks tokio again.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use tokio::runtime::{Handle, Id};
+use tokio::time::Instant;
 
 use super::{Driver, Shard};
 use crate::error::BuildError;
@@ -55,49 +60,69 @@ struct Cached {
     shard: Weak<Shard>,
     /// That runtime is a multi-thread one.
     multi_thread: bool,
+    /// The task of the last lookup that found this runtime current, and
+    /// whether two different tasks in a row have.
+    last_task: Option<tokio::task::Id>,
+    agreed: bool,
 }
 
 thread_local! {
     static CACHE: RefCell<Option<Cached>> = const { RefCell::new(None) };
-    /// The thread is a worker of the cached runtime, a multi-thread one: the
-    /// tasks it polls are that runtime's. Apart from the cache, so that a
-    /// thread that is not (a current-thread runtime's) pays one read for it.
-    static WORKER: Cell<bool> = const { Cell::new(false) };
+    /// The task whose lookups the cache answers without asking tokio: see
+    /// the module's docs. Apart from the cache, so that the fast path is
+    /// one compare.
+    static TRUSTED: Cell<Option<tokio::task::Id>> = const { Cell::new(None) };
 }
 
 /// The calling thread's shard of the current runtime's default timer,
 /// creating the timer on first use.
-#[inline]
 pub(crate) fn default_shard() -> Result<Arc<Shard>, BuildError> {
-    let on_worker = WORKER.try_with(Cell::get).unwrap_or(false) && tokio::task::try_id().is_some();
-    match on_worker.then(|| with_cache(Cached::shard)).flatten() {
-        Some(shard) => Ok(shard),
-        None => ask_tokio(),
-    }
+    default_binding().map(|(shard, _)| shard)
 }
 
-/// [`default_shard`] on a thread not known to be a worker: asks tokio
-/// which runtime is current, and remembers the thread as its worker if it
-/// asks from a task of a multi-thread runtime.
+/// [`default_shard`], and the time on that timer's clock, read as a sleep
+/// made now reads its deadline's start.
+#[inline]
+pub(crate) fn default_binding() -> Result<(Arc<Shard>, Instant), BuildError> {
+    if let Some(task) = tokio::task::try_id() {
+        if TRUSTED.try_with(Cell::get).ok().flatten() == Some(task) {
+            if let Some(shard) = with_cache(Cached::shard) {
+                // A multi-thread runtime's clock is the real one, whatever
+                // context the task may have entered.
+                return Ok((shard, Instant::from_std(std::time::Instant::now())));
+            }
+        }
+    }
+    // Inside the runtime found current, whose clock `Instant::now` reads.
+    ask_tokio().map(|shard| (shard, Instant::now()))
+}
+
+/// [`default_shard`] for a lookup the cache may not answer: asks tokio
+/// which runtime is current, and decides whether to trust the task.
 #[inline(never)]
 fn ask_tokio() -> Result<Arc<Shard>, BuildError> {
     let handle = Handle::try_current().map_err(|_| BuildError::no_runtime())?;
     let id = handle.id();
+    let task = tokio::task::try_id();
     let cached = CACHE
         .try_with(|cache| {
             let mut cache = cache.borrow_mut();
             let cached = cache.as_mut().filter(|cached| cached.runtime == id)?;
             let shard = cached.shard()?;
-            if cached.multi_thread && tokio::task::try_id().is_some() {
-                let _ = WORKER.try_with(|worker| worker.set(true));
-            }
+            cached.agreed |=
+                task.is_some() && cached.last_task.is_some_and(|last| Some(last) != task);
+            cached.last_task = task;
+            let trusted = (cached.multi_thread && cached.agreed)
+                .then_some(task)
+                .flatten();
+            let _ = TRUSTED.try_with(|trust| trust.set(trusted));
             Some(shard)
         })
         .ok()
         .flatten();
     match cached {
         Some(shard) => Ok(shard),
-        None => refill(handle, id).map(|(_, shard)| shard),
+        None => refill(handle, id, task).map(|(_, shard)| shard),
     }
 }
 
@@ -111,13 +136,17 @@ pub(crate) fn current() -> Result<Timer, BuildError> {
     });
     match cached {
         Some(driver) => Ok(Timer::from_driver(driver)),
-        None => refill(handle, id).map(|(timer, _)| timer),
+        None => refill(handle, id, None).map(|(timer, _)| timer),
     }
 }
 
 /// Runtime `id`'s default timer from the registry (or a new one), and this
-/// thread's shard of it, now in the cache with no task known yet.
-fn refill(handle: Handle, id: Id) -> Result<(Timer, Arc<Shard>), BuildError> {
+/// thread's shard of it, now in the cache, found by `task`, trusting none.
+fn refill(
+    handle: Handle,
+    id: Id,
+    task: Option<tokio::task::Id>,
+) -> Result<(Timer, Arc<Shard>), BuildError> {
     let multi_thread = handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread;
     let timer = registered(handle, id)?;
     let shard = timer.driver().home().clone();
@@ -127,10 +156,11 @@ fn refill(handle: Handle, id: Id) -> Result<(Timer, Arc<Shard>), BuildError> {
             driver: Arc::downgrade(timer.driver_arc()),
             shard: Arc::downgrade(&shard),
             multi_thread,
+            last_task: task,
+            agreed: false,
         });
     });
-    let worker = multi_thread && tokio::task::try_id().is_some();
-    let _ = WORKER.try_with(|cell| cell.set(worker));
+    let _ = TRUSTED.try_with(|trust| trust.set(None));
     Ok((timer, shard))
 }
 
@@ -227,8 +257,13 @@ mod tests {
         .unwrap();
     }
 
+    /// The task the thread trusts, if any.
+    fn trusted() -> Option<tokio::task::Id> {
+        TRUSTED.with(Cell::get)
+    }
+
     #[test]
-    fn a_worker_binds_without_asking_tokio_once_it_has_asked() {
+    fn a_worker_trusts_a_task_once_two_tasks_have_found_its_runtime() {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_time()
@@ -237,15 +272,89 @@ mod tests {
         rt.block_on(async {
             tokio::spawn(async {
                 let first = default_shard().unwrap();
-                let worker = WORKER.with(Cell::get).then(|| with_cache(Cached::shard));
-                let shard = worker.flatten().expect("a worker after its first sleep");
-                assert!(Arc::ptr_eq(&first, &shard));
+                let _ = default_shard().unwrap();
+                assert_eq!(trusted(), None, "one task alone is not trusted");
+                first
+            })
+            .await
+            .unwrap();
+            let first = tokio::spawn(async {
+                let shard = default_shard().unwrap();
+                assert_eq!(trusted(), tokio::task::try_id(), "the second task is");
+                let again = with_cache(Cached::shard).unwrap();
+                assert!(Arc::ptr_eq(&shard, &again));
+                shard
             })
             .await
             .unwrap();
             // The thread `block_on` runs on is no worker: it asks each time.
             let _ = default_shard().unwrap();
-            assert!(!WORKER.with(Cell::get));
+            assert_eq!(trusted(), None);
+            drop(first);
+        });
+    }
+
+    /// A trusted task that enters another runtime and asks there is not
+    /// answered from the cache for that runtime's timer afterwards: its
+    /// lookups come from one task, and the thread trusts no one then.
+    #[test]
+    fn entering_another_runtime_does_not_rebind_its_workers() {
+        let rt = |flavor_multi: bool| {
+            let mut builder = if flavor_multi {
+                tokio::runtime::Builder::new_multi_thread()
+            } else {
+                tokio::runtime::Builder::new_current_thread()
+            };
+            builder.worker_threads(1).enable_time().build().unwrap()
+        };
+        let (one, two) = (rt(true), rt(true));
+        let two_handle = two.handle().clone();
+        let theirs = two.block_on(async {
+            tokio::spawn(async { default_shard().unwrap() })
+                .await
+                .unwrap()
+        });
+        one.block_on(async move {
+            for _ in 0..2 {
+                tokio::spawn(async { drop(default_shard().unwrap()) })
+                    .await
+                    .unwrap();
+            }
+            // A task that enters the other runtime first: its lookups there
+            // get that runtime's timer, and after it, its own.
+            let theirs_too = theirs.clone();
+            let two_too = two_handle.clone();
+            tokio::spawn(async move {
+                for _ in 0..3 {
+                    let _in_two = two_too.enter();
+                    let entered = default_shard().unwrap();
+                    assert!(
+                        Arc::ptr_eq(&entered, &theirs_too),
+                        "not the entered runtime's"
+                    );
+                }
+                let own = default_shard().unwrap();
+                assert!(!Arc::ptr_eq(&own, &theirs_too));
+                for _ in 0..3 {
+                    assert!(
+                        Arc::ptr_eq(&own, &default_shard().unwrap()),
+                        "bound to the other"
+                    );
+                }
+            })
+            .await
+            .unwrap();
+            // What the cache cannot see (the module's docs): a trusted task
+            // entering another runtime gets its own runtime's timer.
+            tokio::spawn(async move {
+                let own = default_shard().unwrap();
+                assert_eq!(trusted(), tokio::task::try_id());
+                let _in_two = two_handle.enter();
+                assert!(Arc::ptr_eq(&own, &default_shard().unwrap()));
+                assert!(!Arc::ptr_eq(&own, &theirs));
+            })
+            .await
+            .unwrap();
         });
     }
 

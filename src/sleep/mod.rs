@@ -35,8 +35,12 @@ use state::{Packed, State};
 /// just passed may complete at once where tokio's waits for its next
 /// millisecond.
 ///
-/// The sleep is bound to a timer when first polled (or reset): the default
-/// timer of the runtime it is polled in. Creating one anywhere is fine.
+/// Made inside a runtime's context, the sleep belongs to that runtime's
+/// default timer, and its deadline counts from that runtime's clock, as
+/// tokio's does; see the README's Differences for the one case a task of a
+/// multi-thread runtime inside another's `Handle::enter` differs. Made
+/// outside any runtime (where tokio's panics), it is bound to the default
+/// timer of the runtime it is first polled (or reset) in.
 ///
 /// # Panics
 ///
@@ -56,7 +60,19 @@ use state::{Packed, State};
 /// # }
 /// ```
 pub fn sleep(duration: Duration) -> Sleep {
-    Sleep::at(None, Deadline::after_capped(Instant::now(), duration))
+    let (shard, now) = bind();
+    Sleep::at(shard, Deadline::after_capped(now, duration))
+}
+
+/// The current runtime's default timer's shard for a sleep made now, and
+/// the time on that timer's clock; outside a runtime, none yet (the first
+/// poll binds it) and `Instant::now()`.
+#[inline]
+fn bind() -> (Option<Arc<Shard>>, Instant) {
+    match registry::default_binding() {
+        Ok((shard, now)) => (Some(shard), now),
+        Err(_) => (None, Instant::now()),
+    }
 }
 
 /// Waits until `deadline`, on the current runtime's default timer.
@@ -76,7 +92,7 @@ pub fn sleep(duration: Duration) -> Sleep {
 /// # }
 /// ```
 pub fn sleep_until(deadline: Instant) -> Sleep {
-    Sleep::new(None, deadline)
+    Sleep::new(registry::default_shard().ok(), deadline)
 }
 
 /// A future that completes at a deadline; made by [`sleep`], [`sleep_until`]

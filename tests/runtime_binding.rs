@@ -1,0 +1,146 @@
+//! A default-timer sleep belongs to the runtime whose context it is made
+//! in, as a `tokio::time` sleep does: a task that once looked inside
+//! another runtime keeps its own, a `block_on` nested in `spawn_blocking`
+//! or `block_in_place` gets the nested runtime's, and a sleep made in one
+//! runtime and polled in another waits on the clock it was made with.
+
+mod common;
+
+use std::time::Duration;
+
+use common::ms;
+use tokio::runtime::{Builder, Runtime};
+use tokio_test::{assert_pending, assert_ready, task};
+use wheel::{DelayQueue, Timer};
+
+fn multi_thread(workers: usize) -> Runtime {
+    Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_time()
+        .build()
+        .unwrap()
+}
+
+fn paused() -> Runtime {
+    Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap()
+}
+
+/// A task of runtime one asks for the default timer, and makes a
+/// `DelayQueue`, inside runtime two's `Handle::enter`. Runtime one's sleeps
+/// on that worker still belong to runtime one (before, they bound to
+/// runtime two's timer, were served by its busy worker, and panicked "the
+/// timer has shut down" once it was dropped).
+#[test]
+fn a_look_inside_another_runtime_does_not_rebind_a_worker() {
+    let (one, two) = (multi_thread(1), multi_thread(1));
+    let two_handle = two.handle().clone();
+    let pending_on_one = one.block_on(async move {
+        tokio::spawn(async move {
+            let _in_two = two_handle.enter();
+            let theirs = Timer::current();
+            let mut queue = DelayQueue::new();
+            queue.insert((), ms(1));
+            drop((theirs, queue));
+        })
+        .await
+        .unwrap();
+        tokio::spawn(async {
+            let mut sleep = task::spawn(wheel::sleep(Duration::from_secs(3600)));
+            assert_pending!(sleep.poll());
+            Timer::current().stats().pending
+        })
+        .await
+        .unwrap()
+    });
+    assert_eq!(pending_on_one, 1, "the sleep went to runtime two's timer");
+    drop(two);
+}
+
+/// In `spawn_blocking`, a `block_on` of runtime one's handle and then one
+/// of runtime two: each sleep is its own runtime's, as tokio's are.
+#[test]
+fn a_block_on_nested_in_spawn_blocking_gets_its_own_runtimes_timer() {
+    let one = multi_thread(1);
+    let fired = one.block_on(async {
+        tokio::task::spawn_blocking(|| {
+            let own = tokio::runtime::Handle::current();
+            own.block_on(wheel::sleep(ms(1)));
+            let two = multi_thread(1);
+            two.block_on(async {
+                wheel::sleep(ms(1)).await;
+                tokio::time::sleep(ms(1)).await;
+                Timer::current().stats().fired
+            })
+        })
+        .await
+        .unwrap()
+    });
+    assert_eq!(
+        fired, 1,
+        "runtime two's timer fired nothing: the sleep was runtime one's"
+    );
+}
+
+/// In `block_in_place`, a paused current-thread runtime's task sleeps on
+/// its own runtime's paused clock: 200 ms of it, auto-advanced (before, it
+/// completed after 0 ns of that clock: early on the clock its deadline came
+/// from).
+#[test]
+fn a_paused_runtimes_task_in_block_in_place_sleeps_on_its_clock() {
+    let one = multi_thread(2);
+    let (ours, tokios) = one.block_on(async {
+        tokio::spawn(async {
+            tokio::task::block_in_place(|| {
+                paused().block_on(async {
+                    let ours = tokio::spawn(async {
+                        let start = wheel::Instant::now();
+                        wheel::sleep(ms(200)).await;
+                        start.elapsed()
+                    });
+                    let tokios = tokio::spawn(async {
+                        let start = tokio::time::Instant::now();
+                        tokio::time::sleep(ms(200)).await;
+                        start.elapsed()
+                    });
+                    (ours.await.unwrap(), tokios.await.unwrap())
+                })
+            })
+        })
+        .await
+        .unwrap()
+    });
+    assert_eq!(tokios, ms(200));
+    assert_eq!(ours, ms(200));
+}
+
+/// A sleep made in paused runtime A's context and polled in runtime B waits
+/// on A's clock and timer, as tokio's does: it completes once A's clock has
+/// reached its deadline, not at once (before, it bound to B's timer with a
+/// deadline read from A's clock, long past on B's).
+#[test]
+fn a_sleep_made_in_one_runtime_and_polled_in_another_waits_on_the_first() {
+    let (a, b) = (paused(), multi_thread(1));
+    let (mut ours, mut tokios) = {
+        let _in_a = a.enter();
+        (
+            task::spawn(wheel::sleep(ms(200))),
+            task::spawn(tokio::time::sleep(ms(200))),
+        )
+    };
+    b.block_on(async {
+        assert_pending!(tokios.poll());
+        assert_pending!(ours.poll());
+    });
+    let start = a.block_on(async { tokio::time::Instant::now() });
+    a.block_on(async { tokio::time::sleep(ms(200)).await });
+    assert!(tokios.is_woken() && ours.is_woken());
+    b.block_on(async {
+        assert_ready!(tokios.poll());
+        assert_ready!(ours.poll());
+    });
+    assert_eq!(a.block_on(async { start.elapsed() }), ms(200));
+}
