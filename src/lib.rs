@@ -52,6 +52,7 @@
 //! `newTimeout`). [`Timer::shutdown`] stops a timer and hands back what never
 //! ran ([`Unfired`]); [`Builder::max_pending`] caps the pending timers, and
 //! the `try_*` constructors return an [`error::Error`] instead of panicking.
+//! A task waiting on [`Sleep::checked`] gets a shutdown as an error too.
 //!
 //! # A manual clock
 //!
@@ -86,7 +87,7 @@
 //! - Each runtime has its own default timer; runtimes never share a wheel.
 //! - When a timer shuts down (by hand or with its runtime), its pending
 //!   futures panic with a message saying so when polled, instead of hanging
-//!   or completing early.
+//!   or completing early ([`Sleep::checked`] returns the error instead).
 //!
 //! The README maps each promise to the tests that prove it.
 
@@ -116,7 +117,7 @@ pub use builder::Builder;
 pub use delay_queue::DelayQueue;
 pub use handle::TimerHandle;
 pub use interval::{interval, interval_at, Interval, MissedTickBehavior};
-pub use sleep::{sleep, sleep_until, Sleep};
+pub use sleep::{sleep, sleep_until, CheckedSleep, Sleep};
 pub use stats::Stats;
 /// `std::time::Duration`, re-exported as `tokio::time` does, so that
 /// `use tokio::time::{sleep, Duration}` becomes `use wheel::{sleep, Duration}`.

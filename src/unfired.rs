@@ -33,10 +33,12 @@ pub struct Unfired {
     /// The callbacks that were scheduled and had not run, in deadline order
     /// (those with one deadline in the order they were scheduled).
     pub callbacks: Vec<UnfiredCallback>,
-    /// How many sleeps were registered and had not fired. They are woken;
-    /// polling one panics, unless its deadline has passed by then, when it
-    /// completes (and counts in [`Stats::fired`](crate::Stats::fired) as
-    /// well as here). See [`Timer::shutdown`](crate::Timer::shutdown).
+    /// How many sleeps were registered and had not fired.
+    ///
+    /// They are woken; polling one panics (waiting on
+    /// [`Sleep::checked`](crate::Sleep::checked) returns an error instead),
+    /// unless its deadline has passed by then, when it completes (and
+    /// counts in [`Stats::fired`](crate::Stats::fired) as well as here).
     pub sleeps: usize,
 }
 

@@ -1,6 +1,9 @@
 //! [`Sleep`], and the [`sleep`]/[`sleep_until`] constructors.
 
+mod checked;
 mod state;
+
+pub use checked::CheckedSleep;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -103,6 +106,8 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 /// first poll of a sleep made by [`Timer::sleep`](crate::Timer::sleep) on a timer at its
 /// [`max_pending`](crate::Builder::max_pending) limit
 /// ([`Timer::try_sleep`](crate::Timer::try_sleep) returns that error instead).
+/// [`checked`](Sleep::checked) reports a shutdown, or that limit, as an
+/// error instead of panicking.
 ///
 /// # Examples
 ///
@@ -450,11 +455,22 @@ impl Sleep {
     /// inner future spent the last of it.
     #[inline(always)]
     pub(crate) fn poll_unbudgeted(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        match self.poll_result(cx) {
+            Poll::Ready(Ok(())) => Poll::Ready(()),
+            Poll::Ready(Err(error)) => refused(error),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    /// [`poll_unbudgeted`](Sleep::poll_unbudgeted), with the timer's
+    /// refusal (shut down, or at capacity) as an error instead of a panic.
+    #[inline(always)]
+    pub(crate) fn poll_result(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         match self.state.get() {
-            State::Elapsed => Poll::Ready(()),
+            State::Elapsed => Poll::Ready(Ok(())),
             State::Fired => {
                 self.state.set(State::Elapsed);
-                Poll::Ready(())
+                Poll::Ready(Ok(()))
             }
             State::Registered { key, waker } => {
                 let shard = self.shard.as_ref().expect("a registered sleep has a shard");
@@ -471,9 +487,9 @@ impl Sleep {
                     }
                     Polled::Ready => {
                         self.state.set(State::Elapsed);
-                        Poll::Ready(())
+                        Poll::Ready(Ok(()))
                     }
-                    Polled::Refused(error) => refused(error),
+                    Polled::Refused(error) => Poll::Ready(Err(error)),
                 }
             }
             State::Idle => {
@@ -484,7 +500,7 @@ impl Sleep {
                         // Due already: no timer is needed to say so.
                         Err(_) if deadline.reached_by(Instant::now()) => {
                             self.state.set(State::Elapsed);
-                            return Poll::Ready(());
+                            return Poll::Ready(Ok(()));
                         }
                         Err(e) => no_default_timer(e),
                     }
@@ -498,9 +514,9 @@ impl Sleep {
                     }
                     Registration::Elapsed => {
                         self.state.set(State::Elapsed);
-                        Poll::Ready(())
+                        Poll::Ready(Ok(()))
                     }
-                    Registration::Refused(error) => refused(error),
+                    Registration::Refused(error) => Poll::Ready(Err(error)),
                 }
             }
         }

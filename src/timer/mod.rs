@@ -406,7 +406,9 @@ impl Timer {
     /// it is made, and completes, as on a running timer. Every pending [`Sleep`] (and so every
     /// pending [`Timeout`] and [`Interval`]) is woken and, polled before its
     /// deadline, panics with a message saying the timer has shut down,
-    /// rather than hang or complete early (polled after it, it completes); drop them instead of polling them. The
+    /// rather than hang or complete early (polled after it, it completes); drop them instead of polling them,
+    /// or wait on [`Sleep::checked`], which reports the shutdown as an
+    /// error for which [`is_shutdown`](Error::is_shutdown) is true. The
     /// handles of the returned callbacks report
     /// [`is_cancelled`](crate::TimerHandle::is_cancelled). A second call returns
     /// nothing. A runtime's shutdown does the same to its timers, dropping
