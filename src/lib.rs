@@ -67,14 +67,17 @@
 //! [`Key`](delay_queue::Key) that resets or removes the entry in O(1): the idle-connection
 //! reaper's data structure, with tokio-util's `DelayQueue` API.
 //!
-//! # hyper
+//! # hyper and precise timers
 //!
-//! With the `hyper` feature, [`Timer`] implements `hyper::rt::Timer`: pass
-//! one to hyper's connection builders (`.timer(timer)`) and their timeouts,
-//! such as an HTTP/1 server's `header_read_timeout`, run on the wheel. hyper
-//! then reads the time from the timer (so a [`manual`](Builder::manual)
-//! clock drives hyper too), and resetting one of its sleeps moves the
-//! existing wheel entry instead of allocating a new sleep.
+//! With the cargo feature `precise`, [`Builder::precise`] fires timers within
+//! tens of microseconds on Linux; without it, `build` says which feature is
+//! missing. With the cargo feature `hyper`, [`Timer`] implements
+//! `hyper::rt::Timer`: pass one to hyper's connection builders
+//! (`.timer(timer)`) and their timeouts, such as an HTTP/1 server's
+//! `header_read_timeout`, run on the wheel. hyper then reads the time from
+//! the timer (so a [`manual`](Builder::manual) clock drives hyper too), and
+//! resetting one of its sleeps moves the existing wheel entry instead of
+//! allocating a new sleep.
 //!
 //! # Guarantees
 //!

@@ -118,6 +118,12 @@ impl Timer {
     /// A future that completes `duration` from now (a duration over 30 years
     /// counts as 30 years, as with [`sleep`](crate::sleep())).
     ///
+    /// Like tokio's, the sleep registers when first polled: until then it
+    /// does not count against [`Builder::max_pending`], and a timer that
+    /// refuses it (shut down, or at that limit) says so at that poll, with
+    /// a panic, or an error through [`Sleep::checked`].
+    /// [`try_sleep`](Timer::try_sleep) registers at once instead.
+    ///
     /// # Examples
     ///
     /// ```
@@ -268,10 +274,13 @@ impl Timer {
         self.driver.now()
     }
 
-    /// Like [`sleep`](Timer::sleep), but registers the sleep now and says
-    /// so if the timer refuses it, instead of panicking at the first poll.
-    /// The sleep holds its place from now on, so it counts against
-    /// [`Builder::max_pending`] even before it is polled.
+    /// Like [`sleep`](Timer::sleep), but registers the sleep now, returning
+    /// the timer's refusal as an error.
+    ///
+    /// Where [`sleep`](Timer::sleep) registers at its first poll (and
+    /// panics there if refused), this sleep holds its place from now on:
+    /// it counts against [`Builder::max_pending`] even before it is polled,
+    /// and a later refusal (a shutdown) is reported by [`Sleep::checked`].
     ///
     /// # Errors
     ///
