@@ -133,8 +133,9 @@ pub use tokio::time::Instant;
 pub use unfired::{Unfired, UnfiredCallback};
 
 /// Not public API: the bare wheel, exposed only so that `benches/wheel.rs`
-/// can measure it without the driver. It may change or vanish in any
-/// release; do not use it.
+/// can measure it without the driver.
+///
+/// It may change or vanish in any release; do not use it.
 #[doc(hidden)]
 pub mod __private {
     pub use crate::wheel::{Key, Wheel};

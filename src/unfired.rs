@@ -73,11 +73,17 @@ pub struct UnfiredCallback {
 }
 
 impl UnfiredCallback {
-    /// When it was due.
+    /// When it was due (before rounding up to the timer's tick).
     ///
     /// # Examples
     ///
-    /// See [`UnfiredCallback`].
+    /// ```
+    /// let timer = wheel::Timer::builder().manual().build().unwrap();
+    /// let at = timer.now() + std::time::Duration::from_secs(1);
+    /// timer.schedule_at(at, || {});
+    /// let callback = timer.shutdown().callbacks.pop().unwrap();
+    /// assert_eq!(callback.deadline(), at);
+    /// ```
     pub fn deadline(&self) -> Instant {
         self.deadline
     }
@@ -86,7 +92,17 @@ impl UnfiredCallback {
     ///
     /// # Examples
     ///
-    /// See [`Unfired`].
+    /// ```
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// use std::sync::Arc;
+    ///
+    /// let timer = wheel::Timer::builder().manual().build().unwrap();
+    /// let ran = Arc::new(AtomicBool::new(false));
+    /// let flag = ran.clone();
+    /// timer.schedule(std::time::Duration::from_secs(1), move || flag.store(true, Ordering::SeqCst));
+    /// timer.shutdown().callbacks.pop().unwrap().run();
+    /// assert!(ran.load(Ordering::SeqCst));
+    /// ```
     pub fn run(self) {
         (self.run)();
     }

@@ -187,7 +187,7 @@ impl Sleep {
     ///
     /// A `Sleep` keeps its deadline as 72-bit nanoseconds: an instant more
     /// than about 74,800 years after the process first made one reads as
-    /// that (and never comes); see the README's "Overflow".
+    /// that (and never comes); see "Overflow" in `docs/DESIGN.md`.
     ///
     /// # Examples
     ///
@@ -202,9 +202,11 @@ impl Sleep {
         self.state.deadline().instant()
     }
 
-    /// Whether the sleep has completed: it returned `Ready`, or its timer has
-    /// fired it and the next poll will (as it will once the deadline has
-    /// passed on a timer that has shut down before firing it).
+    /// Whether the sleep has completed.
+    ///
+    /// That is: it returned `Ready`, or its timer has fired it and the next
+    /// poll will (as it will once the deadline has passed on a timer that has
+    /// shut down before firing it).
     ///
     /// # Examples
     ///
@@ -230,7 +232,9 @@ impl Sleep {
     }
 
     /// Moves the deadline, whether the sleep is pending or has completed
-    /// (it then completes again at the new deadline). A registered sleep keeps
+    /// (it then completes again at the new deadline).
+    ///
+    /// A registered sleep keeps
     /// its entry and its waker: a task waiting on it is woken at the new
     /// deadline without polling it again, and at once if that has passed.
     /// As with tokio's, a sleep not registered (never polled, or completed)
@@ -383,10 +387,12 @@ impl Sleep {
     }
 }
 
-/// The deadline, the state (`unregistered`: not yet polled, or reset
-/// since it completed; `pending`; `fired`: due, completing at its next poll;
-/// `completed`) and its timer's tick (or, before a default-timer sleep is
-/// bound to its runtime's timer, `timer: default, not yet bound`).
+/// Shows the deadline, the state and the timer's tick.
+///
+/// The state is `unregistered` (not yet polled, or reset since it
+/// completed), `pending`, `fired` (due, completing at its next poll) or
+/// `completed`; before a default-timer sleep is bound to its runtime's
+/// timer, `timer: default, not yet bound` stands for the tick.
 impl std::fmt::Debug for Sleep {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let state = match self.state.get() {

@@ -255,9 +255,11 @@ impl Timer {
         Interval::new(first, period)
     }
 
-    /// The current time on this timer's clock: `Instant::now()` for a timer
-    /// driven by a runtime (tokio's paused clock included), the manual
-    /// clock's time for a [`manual`](Builder::manual) timer.
+    /// The current time on this timer's clock.
+    ///
+    /// `Instant::now()` for a timer driven by a runtime (tokio's paused clock
+    /// included), the manual clock's time for a [`manual`](Builder::manual)
+    /// timer.
     ///
     /// # Examples
     ///
@@ -400,10 +402,11 @@ impl Timer {
         Ok(Timeout::new(future.into_future(), sleep))
     }
 
-    /// Stops the timer and returns what never ran: the pending callbacks,
-    /// by deadline, and those with one deadline in the order they were
-    /// scheduled (not run; run them yourself if you like), and how
-    /// many sleeps were pending.
+    /// Stops the timer and returns what never ran.
+    ///
+    /// That is the pending callbacks, by deadline, and those with one deadline
+    /// in the order they were scheduled (not run; run them yourself if you
+    /// like), and how many sleeps were pending.
     ///
     /// Afterwards the timer refuses new work: the `try_*` constructors
     /// return an error for which [`is_shutdown`](Error::is_shutdown) is
@@ -510,9 +513,11 @@ impl Timer {
     }
 
     /// Whether the timer has shut down ([`shutdown`](Timer::shutdown) was
-    /// called, or its runtime shut down). A shut-down timer fires nothing
-    /// more, apart from the callbacks its driver had already taken to run
-    /// when the shutdown came (see [`shutdown`](Timer::shutdown)).
+    /// called, or its runtime shut down).
+    ///
+    /// A shut-down timer fires nothing more, apart from the callbacks its
+    /// driver had already taken to run when the shutdown came (see
+    /// [`shutdown`](Timer::shutdown)).
     ///
     /// # Examples
     ///
@@ -551,6 +556,7 @@ impl std::fmt::Debug for Timer {
         f.debug_struct("Timer")
             .field("tick", &self.tick())
             .field("slots_per_level", &self.slots_per_level())
+            .field("shards", &self.shards())
             .field("manual", &self.is_manual())
             .field("shut_down", &self.is_shut_down())
             .finish()
