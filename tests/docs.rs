@@ -111,6 +111,22 @@ fn every_rustdoc_page_opens_with_a_one_line_summary() {
 }
 
 #[test]
+fn every_public_modules_page_opens_with_a_one_line_summary() {
+    for path in ["src/lib.rs", "src/error.rs", "src/delay_queue/mod.rs"] {
+        let text = read(path);
+        let summary: Vec<&str> = text
+            .lines()
+            .take_while(|l| l.starts_with("//!"))
+            .map(|l| l.trim_start_matches("//!").trim())
+            .take_while(|l| !l.is_empty())
+            .collect();
+        let summary = rendered(&summary.join(" "));
+        assert!(!summary.is_empty(), "{path} has no module docs");
+        assert!(summary.len() <= SUMMARY, "{path}: {summary}");
+    }
+}
+
+#[test]
 fn no_example_section_is_a_see_stub() {
     for (path, text) in sources() {
         let lines: Vec<&str> = text.lines().map(str::trim).collect();

@@ -1,6 +1,7 @@
-//! [`DelayQueue`]: values handed back once their deadline has passed, each
-//! under a [`Key`] that resets or removes it in O(1); and [`Expired`], what
-//! the queue yields.
+//! [`DelayQueue`]: values handed back once their deadline has passed.
+//!
+//! Each is under a [`Key`] that resets or removes it in O(1); [`Expired`] is
+//! what the queue yields.
 //!
 //! # Design
 //!
