@@ -124,15 +124,28 @@ impl Builder {
         self
     }
 
-    /// At most `max` timers pending at once (sleeps registered and not yet
-    /// fired, plus callbacks scheduled and not yet run). Past it, the
-    /// fallible constructors ([`Timer::try_sleep`], [`Timer::try_schedule`],
-    /// ...) return an [`Error`](crate::error::Error) for which
-    /// [`is_at_capacity`](crate::error::Error::is_at_capacity) is true, and
-    /// the infallible ones panic (a [`Sleep`](crate::Sleep) when first
-    /// polled). Unlimited by default, apart from the cap on each shard of a
-    /// timer split into shards (see [`shards`](Builder::shards)). Resetting
-    /// a timer that already has an entry never counts against the limit.
+    /// At most `max` timers pending at once; more are refused.
+    ///
+    /// What counts is what holds an entry in the wheel: a callback from
+    /// [`Timer::schedule`] until it runs or is cancelled, and a sleep from
+    /// its registration until it fires or is dropped. A [`Sleep`](crate::Sleep)
+    /// made by [`Timer::sleep`] (or `sleep_until`, `timeout`, `interval`)
+    /// registers when first polled, as tokio's does, so one nobody polled
+    /// does not count, and the refusal comes at that poll: a panic, or an
+    /// error from [`Sleep::checked`](crate::Sleep::checked). The `try_*`
+    /// constructors ([`Timer::try_sleep`], [`Timer::try_schedule`], ...)
+    /// register at once, so their sleeps count from then on, and return an
+    /// [`Error`](crate::error::Error) for which
+    /// [`is_at_capacity`](crate::error::Error::is_at_capacity) is true. A
+    /// [`DelayQueue`](crate::DelayQueue) keeps its entries in a wheel of its
+    /// own: they do not count, only the one sleep it waits on while it has
+    /// any. Resetting a timer that already has an entry never counts
+    /// against the limit.
+    ///
+    /// Unlimited by default, apart from the cap on each shard of a timer
+    /// split into shards (see [`shards`](Builder::shards)). Zero is refused
+    /// by [`build`](Builder::build)
+    /// ([`is_invalid_max_pending`](crate::error::BuildError::is_invalid_max_pending)).
     ///
     /// # Examples
     ///
@@ -144,6 +157,7 @@ impl Builder {
     /// let timer = wheel::Timer::builder().max_pending(2).build().unwrap();
     /// let a = timer.try_schedule(Duration::from_secs(1), || {}).unwrap();
     /// let _b = timer.try_sleep(Duration::from_secs(1)).unwrap();
+    /// let _unpolled = timer.sleep(Duration::from_secs(1)); // not counted
     /// assert!(timer.try_schedule(Duration::from_secs(1), || {}).unwrap_err().is_at_capacity());
     /// a.cancel();
     /// assert!(timer.try_schedule(Duration::from_secs(1), || {}).is_ok());
@@ -154,13 +168,13 @@ impl Builder {
         self
     }
 
-    /// How many wheels the timer splits its timers over, each behind its
-    /// own lock and with its own tokio timer: a power of two from 1 to 64.
-    /// Each thread registers in one shard (the first threads to use a timer
-    /// each get their own), so the workers of a multi-thread runtime create,
-    /// poll and cancel timers without writing one another's memory. Any
-    /// thread can poll or cancel any timer; one made on another thread costs
-    /// a little more.
+    /// How many wheels the timer splits its timers over: a power of two from 1 to 64.
+    ///
+    /// Each has its own lock and its own tokio timer. Each thread registers in
+    /// one shard (the first threads to use a timer each get their own), so the
+    /// workers of a multi-thread runtime create, poll and cancel timers without
+    /// writing one another's memory. Any thread can poll or cancel any timer;
+    /// one made on another thread costs a little more.
     ///
     /// By default: one on a current-thread runtime, on a manual clock, or
     /// with [`max_pending`](Builder::max_pending) (whose limit is exact
@@ -188,9 +202,11 @@ impl Builder {
         self
     }
 
-    /// A manual clock: the timer needs no runtime, and its time moves only
-    /// when [`Timer::advance`] or [`Timer::advance_to`] is called, which fire
-    /// everything due before they return. It starts at `Instant::now()`.
+    /// A manual clock, which moves only when told to; no runtime needed.
+    ///
+    /// Its time moves only when [`Timer::advance`] or [`Timer::advance_to`] is
+    /// called, which fire everything due before they return. It starts at
+    /// `Instant::now()`.
     ///
     /// "Due" is by the tick, as on any timer: a deadline rounds up to the
     /// tick it falls in, so a sleep of 50 ms + 1 ns on the default 125 µs
@@ -229,14 +245,23 @@ impl Builder {
         self
     }
 
-    /// Fires the timer's timers within about its tick of their deadlines,
-    /// however fine the tick, instead of on tokio's millisecond grid: each
-    /// shard's alarm is a Linux `timerfd` (`CLOCK_MONOTONIC`, an absolute
-    /// deadline) registered with the runtime's IO driver, whose wait in
-    /// `epoll_wait` it ends at once. Pair it with a fine
-    /// [`tick`](Builder::tick): `tick(Duration::from_micros(50))` makes timers
-    /// late by tens of microseconds where the default timer is late by up
-    /// to a millisecond or more.
+    /// Fires timers within about a tick of their deadlines, below tokio's
+    /// millisecond (cargo feature `precise`, Linux).
+    ///
+    /// Needs the cargo feature `precise` (`tiered-wheel = { ...,
+    /// features = ["precise"] }`). The method exists without it, so that
+    /// code falling back on another timer compiles either way, but then
+    /// [`build`](Builder::build) returns an error for which
+    /// [`is_precise_unsupported`](crate::error::BuildError::is_precise_unsupported)
+    /// is true and whose message names the feature.
+    ///
+    /// However fine the tick, timers fire near it instead of on tokio's
+    /// millisecond grid: each shard's alarm is a Linux `timerfd`
+    /// (`CLOCK_MONOTONIC`, an absolute deadline) registered with the runtime's
+    /// IO driver, whose wait in `epoll_wait` it ends at once. Pair it with a
+    /// fine [`tick`](Builder::tick): `tick(Duration::from_micros(50))` makes
+    /// timers late by tens of microseconds where the default timer is late by
+    /// up to a millisecond or more.
     ///
     /// Never early: the driver reads the clock again when the `timerfd`
     /// fires. A runtime whose clock tokio can pause (current-thread) keeps
@@ -258,11 +283,12 @@ impl Builder {
     /// current-thread runtime's one thread busy (`benches/README.md`, the
     /// lateness bench).
     ///
-    /// Needs Linux, a runtime timer (not [`manual`](Builder::manual)), and a
-    /// runtime with its IO driver (`enable_io()`, or `enable_all()` as
-    /// `#[tokio::main]` builds it); otherwise `build` returns an error for
-    /// which [`is_precise_unsupported`](crate::error::BuildError::is_precise_unsupported)
-    /// or [`is_io_disabled`](crate::error::BuildError::is_io_disabled) is true.
+    /// Needs the feature, Linux, a runtime timer (not
+    /// [`manual`](Builder::manual)), and a runtime with its IO driver
+    /// (`enable_io()`, or `enable_all()` as `#[tokio::main]` builds it);
+    /// otherwise `build` returns an error for which
+    /// [`is_precise_unsupported`](crate::error::BuildError::is_precise_unsupported)
+    /// or (with the feature) `is_io_disabled` is true.
     ///
     /// # Examples
     ///
@@ -277,7 +303,8 @@ impl Builder {
     ///     .build()
     /// {
     ///     Ok(precise) => precise,
-    ///     // Not Linux: the default timer, on tokio's millisecond grid.
+    ///     // Not Linux, or no `precise` feature: the default timer, on
+    ///     // tokio's millisecond grid.
     ///     Err(error) if error.is_precise_unsupported() => wheel::Timer::current(),
     ///     Err(error) => panic!("{error}"),
     /// };
@@ -286,8 +313,6 @@ impl Builder {
     /// assert!(wheel::Instant::now() >= deadline);
     /// # }
     /// ```
-    #[cfg(feature = "precise")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "precise")))]
     pub fn precise(mut self) -> Builder {
         self.precise = true;
         self
@@ -300,6 +325,8 @@ impl Builder {
     /// A zero tick, a tick over `u64::MAX` nanoseconds, `slots_per_level` not
     /// a power of two in `2..=4096`, `shards` not a power of two in `1..=64`
     /// or more than one with a [`max_pending`](Builder::max_pending) limit,
+    /// a `max_pending` of zero, [`precise`](Builder::precise) where it
+    /// cannot be had (without its cargo feature, off Linux, ...),
     /// or (unless the timer is [`manual`](Builder::manual)) no runtime, a
     /// runtime that has shut down (a [`runtime`](Builder::runtime) handle
     /// outliving it), or a runtime without timers. [`BuildError`](crate::error::BuildError)'s
@@ -333,6 +360,9 @@ impl Builder {
         if !slots.is_power_of_two() || !(MIN_SLOTS..=MAX_SLOTS).contains(&slots) {
             return Err(BuildError::slots(slots));
         }
+        if self.max_pending == 0 {
+            return Err(BuildError::zero_max_pending());
+        }
         let limited = self.max_pending != usize::MAX;
         match self.shards {
             Some(n) if !n.is_power_of_two() || n > MAX_SHARDS => {
@@ -347,8 +377,13 @@ impl Builder {
             max_pending: self.max_pending,
             shards: self.shards.unwrap_or(shards),
         };
-        #[cfg(feature = "precise")]
         if self.precise {
+            if cfg!(not(feature = "precise")) {
+                return Err(BuildError::precise_unsupported(
+                    "Builder::precise needs the cargo feature `precise`: \
+                     tiered-wheel = { ..., features = [\"precise\"] }",
+                ));
+            }
             if matches!(self.clock, ClockSource::Manual) {
                 return Err(BuildError::precise_unsupported(
                     "a manual timer's time moves only when told to, with no alarm to make precise",

@@ -75,7 +75,7 @@ enum BuildErrorKind {
     NoRuntime,
     RuntimeShutDown,
     TimersDisabled,
-    #[cfg(feature = "precise")]
+    ZeroMaxPending,
     PreciseUnsupported(String),
     #[cfg(feature = "precise")]
     IoDisabled,
@@ -130,7 +130,12 @@ impl BuildError {
         }
     }
 
-    #[cfg(feature = "precise")]
+    pub(crate) fn zero_max_pending() -> BuildError {
+        BuildError {
+            kind: BuildErrorKind::ZeroMaxPending,
+        }
+    }
+
     pub(crate) fn precise_unsupported(why: impl Into<String>) -> BuildError {
         BuildError {
             kind: BuildErrorKind::PreciseUnsupported(why.into()),
@@ -144,10 +149,13 @@ impl BuildError {
         }
     }
 
-    /// [`Builder::precise`](crate::Builder::precise) cannot be had: not on
-    /// Linux, on a [`manual`](crate::Builder::manual) timer (whose time moves
-    /// only when told to), or the kernel refused a `timerfd`. The message
-    /// says which.
+    /// [`Builder::precise`](crate::Builder::precise) cannot be had here.
+    ///
+    /// The crate was built without the cargo feature `precise` (the message
+    /// names it), or this is not Linux, or the timer is
+    /// [`manual`](crate::Builder::manual) (its time moves only when told
+    /// to), or the kernel refused a `timerfd`. The message says which. This
+    /// predicate exists with or without the feature.
     ///
     /// # Examples
     ///
@@ -155,14 +163,16 @@ impl BuildError {
     /// let error = wheel::Timer::builder().manual().precise().build().unwrap_err();
     /// assert!(error.is_precise_unsupported());
     /// ```
-    #[cfg(feature = "precise")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "precise")))]
     pub fn is_precise_unsupported(&self) -> bool {
         matches!(self.kind, BuildErrorKind::PreciseUnsupported(_))
     }
 
-    /// A [`precise`](crate::Builder::precise) timer's runtime was built
-    /// without its IO driver: the timer's `timerfd` is registered with it.
+    /// A [`precise`](crate::Builder::precise) timer's runtime has no IO
+    /// driver (cargo feature `precise`).
+    ///
+    /// The timer's `timerfd` is registered with that driver: build the
+    /// runtime with `enable_io()` or `enable_all()`. Only with the cargo
+    /// feature `precise`, without which no build gets this far.
     ///
     /// # Examples
     ///
@@ -208,6 +218,19 @@ impl BuildError {
         matches!(self.kind, BuildErrorKind::Slots(_))
     }
 
+    /// [`max_pending`](crate::Builder::max_pending) was zero: a timer that
+    /// refuses every timer.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let error = wheel::Timer::builder().manual().max_pending(0).build();
+    /// assert!(error.unwrap_err().is_invalid_max_pending());
+    /// ```
+    pub fn is_invalid_max_pending(&self) -> bool {
+        matches!(self.kind, BuildErrorKind::ZeroMaxPending)
+    }
+
     /// `shards` was not a power of two between 1 and 64, or was more than
     /// one on a timer with a `max_pending` limit.
     ///
@@ -224,9 +247,11 @@ impl BuildError {
         )
     }
 
-    /// There was no tokio runtime to run the timer on: `build` was called
-    /// outside a runtime and no [`runtime`](crate::Builder::runtime) was
-    /// given, or the runtime had shut down (the message says which).
+    /// There was no tokio runtime to run the timer on.
+    ///
+    /// `build` was called outside a runtime and no
+    /// [`runtime`](crate::Builder::runtime) was given, or the runtime had shut
+    /// down (the message says which).
     ///
     /// # Examples
     ///
@@ -302,7 +327,10 @@ impl fmt::Display for BuildError {
                 "the tokio runtime has timers disabled: build it with `enable_time()` \
                  (or `enable_all()`)",
             ),
-            #[cfg(feature = "precise")]
+            BuildErrorKind::ZeroMaxPending => f.write_str(
+                "max_pending must be at least 1: a timer allowed no pending timer could \
+                 never run one (leave max_pending unset for no limit)",
+            ),
             BuildErrorKind::PreciseUnsupported(why) => {
                 write!(f, "a precise timer cannot be had here: {why}")
             }
@@ -317,17 +345,25 @@ impl fmt::Display for BuildError {
 
 impl std::error::Error for BuildError {}
 
-/// Why a [`Timer`](crate::Timer) refused new work: it has shut down, or it
-/// holds as many pending timers as [`Builder::max_pending`] allows (or, on
-/// a timer split into shards, as many as a shard can name).
+/// Why a [`Timer`](crate::Timer) refused new work: shut down, or full.
+///
+/// It has shut down, or it holds as many pending timers as
+/// [`Builder::max_pending`] allows (or, on a timer split into shards, as
+/// many as a shard can name).
 ///
 /// Returned by the fallible constructors ([`Timer::try_sleep`],
-/// [`Timer::try_schedule`], ...); their infallible twins panic with the same
-/// message instead.
+/// [`Timer::try_schedule`], ...) when called, and by [`Sleep::checked`]
+/// when the sleep is polled. Their infallible twins panic with the same
+/// message instead: [`Timer::schedule`] when called, and the futures of
+/// [`Timer::sleep`], `timeout` and `interval` when polled (they register
+/// at their first poll, and a pending one finds a shutdown at its next).
 ///
 /// [`Builder::max_pending`]: crate::Builder::max_pending
 /// [`Timer::try_sleep`]: crate::Timer::try_sleep
 /// [`Timer::try_schedule`]: crate::Timer::try_schedule
+/// [`Timer::schedule`]: crate::Timer::schedule
+/// [`Timer::sleep`]: crate::Timer::sleep
+/// [`Sleep::checked`]: crate::Sleep::checked
 ///
 /// # Examples
 ///
@@ -391,9 +427,11 @@ impl Error {
         matches!(self.kind, ErrorKind::ShutDown)
     }
 
-    /// The timer already holds [`Builder::max_pending`](crate::Builder::max_pending)
-    /// pending timers, or the calling thread's shard holds as many entries
-    /// as its keys can name (see [`Builder::shards`](crate::Builder::shards)).
+    /// The timer refused new work because it is full.
+    ///
+    /// It already holds [`Builder::max_pending`](crate::Builder::max_pending)
+    /// pending timers, or the calling thread's shard holds as many entries as
+    /// its keys can name (see [`Builder::shards`](crate::Builder::shards)).
     ///
     /// # Examples
     ///

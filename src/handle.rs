@@ -50,9 +50,10 @@ impl TimerHandle {
         }
     }
 
-    /// Cancels the callback: `true` if this call stopped it from running,
+    /// Cancels the callback, in O(1): `true` if this call stopped it from running.
+    ///
     /// `false` if it had already run (or started), been cancelled, or been
-    /// handed back by [`Timer::shutdown`]. O(1).
+    /// handed back by [`Timer::shutdown`].
     ///
     /// A callback can be cancelled until the moment the driver starts it,
     /// so one callback can cancel another due in the same pass (a success
@@ -131,8 +132,15 @@ impl TimerHandle {
 
 impl std::fmt::Debug for TimerHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TimerHandle")
-            .field("deadline", &self.deadline())
+        // The deadline as a duration from now on the timer's clock: an
+        // `Instant`'s own `Debug` is the platform's raw clock reading.
+        let (now, deadline) = (self.timer.now(), self.deadline());
+        let mut debug = f.debug_struct("TimerHandle");
+        match deadline.checked_duration_since(now) {
+            Some(left) => debug.field("due_in", &left),
+            None => debug.field("overdue_by", &(now - deadline)),
+        };
+        debug
             .field("expired", &self.is_expired())
             .field("cancelled", &self.is_cancelled())
             .finish()

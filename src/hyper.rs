@@ -36,9 +36,11 @@ use tokio::time::Instant;
 
 use crate::{Sleep, Timer};
 
-/// hyper's timer trait, so that hyper's connection timeouts (an HTTP/1
-/// server's `header_read_timeout`, HTTP/2 keep-alive pings, ...) live in the
-/// wheel next to the application's own timers.
+/// hyper's timer trait, with the cargo feature `hyper`.
+///
+/// hyper's connection timeouts (an HTTP/1 server's `header_read_timeout`,
+/// HTTP/2 keep-alive pings, ...) then live in the wheel next to the
+/// application's own timers.
 ///
 /// `now` follows this timer's clock (a [`manual`](crate::Builder::manual)
 /// timer's included), and `reset` moves a sleep's deadline in place, keeping

@@ -55,6 +55,7 @@
 //! `newTimeout`). [`Timer::shutdown`] stops a timer and hands back what never
 //! ran ([`Unfired`]); [`Builder::max_pending`] caps the pending timers, and
 //! the `try_*` constructors return an [`error::Error`] instead of panicking.
+//! A task waiting on [`Sleep::checked`] gets a shutdown as an error too.
 //!
 //! # A manual clock
 //!
@@ -69,14 +70,17 @@
 //! [`Key`](delay_queue::Key) that resets or removes the entry in O(1): the idle-connection
 //! reaper's data structure, with tokio-util's `DelayQueue` API.
 //!
-//! # hyper
+//! # hyper and precise timers
 //!
-//! With the `hyper` feature, [`Timer`] implements `hyper::rt::Timer`: pass
-//! one to hyper's connection builders (`.timer(timer)`) and their timeouts,
-//! such as an HTTP/1 server's `header_read_timeout`, run on the wheel. hyper
-//! then reads the time from the timer (so a [`manual`](Builder::manual)
-//! clock drives hyper too), and resetting one of its sleeps moves the
-//! existing wheel entry instead of allocating a new sleep.
+//! With the cargo feature `precise`, [`Builder::precise`] fires timers within
+//! tens of microseconds on Linux; without it, `build` says which feature is
+//! missing. With the cargo feature `hyper`, [`Timer`] implements
+//! `hyper::rt::Timer`: pass one to hyper's connection builders
+//! (`.timer(timer)`) and their timeouts, such as an HTTP/1 server's
+//! `header_read_timeout`, run on the wheel. hyper then reads the time from
+//! the timer (so a [`manual`](Builder::manual) clock drives hyper too), and
+//! resetting one of its sleeps moves the existing wheel entry instead of
+//! allocating a new sleep.
 //!
 //! # Guarantees
 //!
@@ -89,7 +93,7 @@
 //! - Each runtime has its own default timer; runtimes never share a wheel.
 //! - When a timer shuts down (by hand or with its runtime), its pending
 //!   futures panic with a message saying so when polled, instead of hanging
-//!   or completing early.
+//!   or completing early ([`Sleep::checked`] returns the error instead).
 //!
 //! The README maps each promise to the tests that prove it.
 
@@ -119,7 +123,7 @@ pub use builder::Builder;
 pub use delay_queue::DelayQueue;
 pub use handle::TimerHandle;
 pub use interval::{interval, interval_at, Interval, MissedTickBehavior};
-pub use sleep::{sleep, sleep_until, Sleep};
+pub use sleep::{sleep, sleep_until, CheckedSleep, Sleep};
 pub use stats::Stats;
 /// `std::time::Duration`, re-exported as `tokio::time` does, so that
 /// `use tokio::time::{sleep, Duration}` becomes `use wheel::{sleep, Duration}`.
@@ -132,8 +136,9 @@ pub use tokio::time::Instant;
 pub use unfired::{Unfired, UnfiredCallback};
 
 /// Not public API: the bare wheel, exposed only so that `benches/wheel.rs`
-/// can measure it without the driver. It may change or vanish in any
-/// release; do not use it.
+/// can measure it without the driver.
+///
+/// It may change or vanish in any release; do not use it.
 #[doc(hidden)]
 pub mod __private {
     pub use crate::wheel::{Key, Wheel};

@@ -29,7 +29,8 @@ use crate::{sleep_until, Sleep};
 /// timers enabled) if the inner future is pending and the deadline has not
 /// passed, and, after its timer has shut down, likewise: see [`Sleep`]'s
 /// panics, and [`sleep`](crate::sleep()) on where the default timer comes
-/// from.
+/// from. To get a shutdown as an error instead, race the future against
+/// [`Sleep::checked`] (`tokio::select!`).
 ///
 /// # Examples
 ///

@@ -33,10 +33,12 @@ pub struct Unfired {
     /// The callbacks that were scheduled and had not run, in deadline order
     /// (those with one deadline in the order they were scheduled).
     pub callbacks: Vec<UnfiredCallback>,
-    /// How many sleeps were registered and had not fired. They are woken;
-    /// polling one panics, unless its deadline has passed by then, when it
-    /// completes (and counts in [`Stats::fired`](crate::Stats::fired) as
-    /// well as here). See [`Timer::shutdown`](crate::Timer::shutdown).
+    /// How many sleeps were registered and had not fired.
+    ///
+    /// They are woken; polling one panics (waiting on
+    /// [`Sleep::checked`](crate::Sleep::checked) returns an error instead),
+    /// unless its deadline has passed by then, when it completes (and
+    /// counts in [`Stats::fired`](crate::Stats::fired) as well as here).
     pub sleeps: usize,
 }
 
@@ -71,11 +73,17 @@ pub struct UnfiredCallback {
 }
 
 impl UnfiredCallback {
-    /// When it was due.
+    /// When it was due (before rounding up to the timer's tick).
     ///
     /// # Examples
     ///
-    /// See [`UnfiredCallback`].
+    /// ```
+    /// let timer = wheel::Timer::builder().manual().build().unwrap();
+    /// let at = timer.now() + std::time::Duration::from_secs(1);
+    /// timer.schedule_at(at, || {});
+    /// let callback = timer.shutdown().callbacks.pop().unwrap();
+    /// assert_eq!(callback.deadline(), at);
+    /// ```
     pub fn deadline(&self) -> Instant {
         self.deadline
     }
@@ -84,7 +92,17 @@ impl UnfiredCallback {
     ///
     /// # Examples
     ///
-    /// See [`Unfired`].
+    /// ```
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// use std::sync::Arc;
+    ///
+    /// let timer = wheel::Timer::builder().manual().build().unwrap();
+    /// let ran = Arc::new(AtomicBool::new(false));
+    /// let flag = ran.clone();
+    /// timer.schedule(std::time::Duration::from_secs(1), move || flag.store(true, Ordering::SeqCst));
+    /// timer.shutdown().callbacks.pop().unwrap().run();
+    /// assert!(ran.load(Ordering::SeqCst));
+    /// ```
     pub fn run(self) {
         (self.run)();
     }

@@ -8,8 +8,6 @@
 //! a connection has timed out never depends on how fast the machine is. Real
 //! time appears only as an upper bound on waits for other tasks.
 
-#![cfg(feature = "hyper")]
-
 #[path = "hyper/io.rs"]
 mod io;
 

@@ -2,7 +2,7 @@
 //! drives a precise timer exactly as any other; in real time it fires never
 //! early; with nothing due it makes no wake-ups; and it says why when it
 //! cannot be had.
-#![cfg(all(feature = "precise", target_os = "linux"))]
+#![cfg(target_os = "linux")]
 
 use std::time::Duration;
 

@@ -197,9 +197,12 @@ fn an_infallible_sleep_past_the_limit_panics_when_polled() {
     let _ = second.poll();
 }
 
+/// At its limit a timer still makes a sleep that is already due: it
+/// needs no entry. (A limit of zero is refused: see tests/max_pending.rs.)
 #[test]
-fn a_zero_limit_refuses_everything_but_what_is_already_due() {
-    let timer = Timer::builder().manual().max_pending(0).build().unwrap();
+fn a_full_timer_refuses_everything_but_what_is_already_due() {
+    let timer = Timer::builder().manual().max_pending(1).build().unwrap();
+    let _first = timer.try_sleep(Duration::from_secs(1)).unwrap();
     assert!(timer
         .try_sleep(Duration::from_secs(1))
         .unwrap_err()

@@ -30,11 +30,12 @@ impl<T> DelayQueue<T> {
         self.wheel.reserve(additional);
     }
 
-    /// Releases memory the queue no longer needs, without moving an entry:
-    /// capacity below the highest slot still in use stays (see
-    /// [`compact`](DelayQueue::compact), which moves entries to release
-    /// it). The queue never does this by itself: capacity it has grown to,
-    /// or been given with [`with_capacity`](DelayQueue::with_capacity) or
+    /// Releases memory the queue no longer needs, without moving an entry.
+    ///
+    /// Capacity below the highest slot still in use stays (see
+    /// [`compact`](DelayQueue::compact), which moves entries to release it).
+    /// The queue never does this by itself: capacity it has grown to, or been
+    /// given with [`with_capacity`](DelayQueue::with_capacity) or
     /// [`reserve`](DelayQueue::reserve), stays until this is called.
     ///
     /// # Examples
@@ -53,13 +54,13 @@ impl<T> DelayQueue<T> {
         self.wheel.shrink_to_fit();
     }
 
-    /// Shrinks capacity to the number of entries, as tokio-util's `compact`
-    /// does: entries above free slots move into them, so one entry left from
-    /// the top of a burst does not hold the burst's room. Every key handed
-    /// out stays valid: the queue notes where each moved entry went, and
-    /// looks its key up there until the entry leaves (a hash lookup per
-    /// operation on any key while moved entries remain; none otherwise).
-    /// O(capacity).
+    /// Shrinks capacity to the number of entries, as tokio-util's `compact` does.
+    ///
+    /// Entries above free slots move into them, so one entry left from the top
+    /// of a burst does not hold the burst's room. Every key handed out stays
+    /// valid: the queue notes where each moved entry went, and looks its key up
+    /// there until the entry leaves (a hash lookup per operation on any key
+    /// while moved entries remain; none otherwise). O(capacity).
     ///
     /// # Examples
     ///

@@ -10,10 +10,11 @@ use std::task::{Context, Poll};
 use super::{Bound, DelayQueue, Expired, Key, NEVER};
 
 impl<T> DelayQueue<T> {
-    /// The next expired entry: `Ready(Some(_))` with an entry whose deadline
-    /// has passed, `Pending` (the task is woken when one is due, or when an
-    /// insert, reset or remove changes what this would return), or
-    /// `Ready(None)` when the queue is empty.
+    /// The next expired entry, `Pending`, or `Ready(None)` when the queue is empty.
+    ///
+    /// `Ready(Some(_))` holds an entry whose deadline has passed; on `Pending`
+    /// the task is woken when one is due, or when an insert, reset or remove
+    /// changes what this would return.
     ///
     /// `Ready(None)` does not end the queue: after an insert it yields
     /// again, and the task that saw `Ready(None)` is woken by that insert.

@@ -39,9 +39,10 @@ impl fmt::Debug for Key {
     }
 }
 
-/// An entry yielded by a [`DelayQueue`](super::DelayQueue) once its deadline passed (or taken
-/// out by [`remove`](super::DelayQueue::remove)): the value, the deadline it was
-/// given and the key it had (now stale).
+/// An entry yielded by a [`DelayQueue`](super::DelayQueue) once its deadline passed.
+///
+/// Or taken out by [`remove`](super::DelayQueue::remove): the value, the
+/// deadline it was given and the key it had (now stale).
 ///
 /// # Examples
 ///
@@ -120,9 +121,10 @@ impl<T> Expired<T> {
         &mut self.value
     }
 
-    /// The deadline the entry was given (before rounding up to a tick). It
-    /// has passed if the entry was yielded as expired, not necessarily if
-    /// it came from [`remove`](super::DelayQueue::remove) or
+    /// The deadline the entry was given (before rounding up to a tick).
+    ///
+    /// It has passed if the entry was yielded as expired, not necessarily if it
+    /// came from [`remove`](super::DelayQueue::remove) or
     /// [`try_remove`](super::DelayQueue::try_remove).
     ///
     /// # Examples

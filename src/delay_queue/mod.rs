@@ -1,6 +1,7 @@
-//! [`DelayQueue`]: values handed back once their deadline has passed, each
-//! under a [`Key`] that resets or removes it in O(1); and [`Expired`], what
-//! the queue yields.
+//! [`DelayQueue`]: values handed back once their deadline has passed.
+//!
+//! Each is under a [`Key`] that resets or removes it in O(1); [`Expired`] is
+//! what the queue yields.
 //!
 //! # Design
 //!
@@ -59,9 +60,11 @@ const DEFAULT_SLOTS: usize = 64;
 /// "Nothing armed": no `Sleep` is waiting for a tick.
 const NEVER: u64 = u64::MAX;
 
-/// A queue of values, each handed back by [`poll_expired`] (or the
-/// `futures::Stream` impl) once its deadline has passed; the keyed timeouts
-/// of an idle-connection reaper, a cache's expiries, a retry schedule.
+/// A queue of values, each handed back once its deadline has passed.
+///
+/// They come from [`poll_expired`] (or the `futures::Stream` impl): the
+/// keyed timeouts of an idle-connection reaper, a cache's expiries, a retry
+/// schedule.
 ///
 /// Each insert returns a [`Key`] with which the entry can be
 /// [`reset`](DelayQueue::reset) to a new deadline (a heartbeat) or
@@ -217,8 +220,9 @@ impl<T> DelayQueue<T> {
         }
     }
 
-    /// Inserts `value`, to be yielded once `timeout` has elapsed. A zero
-    /// timeout makes it due at once. A timeout that overflows `Instant`
+    /// Inserts `value`, to be yielded once `timeout` has elapsed.
+    ///
+    /// A zero timeout makes it due at once. A timeout that overflows `Instant`
     /// becomes about 30 years, as in tokio.
     ///
     /// If this is now the earliest entry, a task waiting in
@@ -352,8 +356,10 @@ impl<T> DelayQueue<T> {
 
     /// Removes the entry and returns it as an [`Expired`], as tokio-util's
     /// `remove` does: its value ([`into_inner`](Expired::into_inner)), its
-    /// deadline and its (now stale) key. If that empties the queue, a task
-    /// waiting in [`poll_expired`](DelayQueue::poll_expired) is woken to see
+    /// deadline and its (now stale) key.
+    ///
+    /// If that empties the queue, a task waiting in
+    /// [`poll_expired`](DelayQueue::poll_expired) is woken to see
     /// `Ready(None)`.
     ///
     /// # Panics

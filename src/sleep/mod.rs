@@ -1,6 +1,9 @@
 //! [`Sleep`], and the [`sleep`]/[`sleep_until`] constructors.
 
+mod checked;
 mod state;
+
+pub use checked::CheckedSleep;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -121,6 +124,8 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 /// first poll of a sleep made by [`Timer::sleep`](crate::Timer::sleep) on a timer at its
 /// [`max_pending`](crate::Builder::max_pending) limit
 /// ([`Timer::try_sleep`](crate::Timer::try_sleep) returns that error instead).
+/// [`checked`](Sleep::checked) reports a shutdown, or that limit, as an
+/// error instead of panicking.
 ///
 /// # Examples
 ///
@@ -200,7 +205,7 @@ impl Sleep {
     ///
     /// A `Sleep` keeps its deadline as 72-bit nanoseconds: an instant more
     /// than about 74,800 years after the process first made one reads as
-    /// that (and never comes); see the README's "Overflow".
+    /// that (and never comes); see "Overflow" in `docs/DESIGN.md`.
     ///
     /// # Examples
     ///
@@ -215,9 +220,11 @@ impl Sleep {
         self.state.deadline().instant()
     }
 
-    /// Whether the sleep has completed: it returned `Ready`, or its timer has
-    /// fired it and the next poll will (as it will once the deadline has
-    /// passed on a timer that has shut down before firing it).
+    /// Whether the sleep has completed.
+    ///
+    /// That is: it returned `Ready`, or its timer has fired it and the next
+    /// poll will (as it will once the deadline has passed on a timer that has
+    /// shut down before firing it).
     ///
     /// # Examples
     ///
@@ -243,7 +250,9 @@ impl Sleep {
     }
 
     /// Moves the deadline, whether the sleep is pending or has completed
-    /// (it then completes again at the new deadline). A registered sleep keeps
+    /// (it then completes again at the new deadline).
+    ///
+    /// A registered sleep keeps
     /// its entry and its waker: a task waiting on it is woken at the new
     /// deadline without polling it again, and at once if that has passed.
     /// As with tokio's, a sleep not registered (never polled, or completed)
@@ -396,10 +405,12 @@ impl Sleep {
     }
 }
 
-/// The deadline, the state (`unregistered`: not yet polled, or reset
-/// since it completed; `pending`; `fired`: due, completing at its next poll;
-/// `completed`) and its timer's tick (or, before a default-timer sleep is
-/// bound to its runtime's timer, `timer: default, not yet bound`).
+/// Shows the deadline, the state and the timer's tick.
+///
+/// The state is `unregistered` (not yet polled, or reset since it
+/// completed), `pending`, `fired` (due, completing at its next poll) or
+/// `completed`; before a default-timer sleep is bound to its runtime's
+/// timer, `timer: default, not yet bound` stands for the tick.
 impl std::fmt::Debug for Sleep {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let state = match self.state.get() {
@@ -468,11 +479,22 @@ impl Sleep {
     /// inner future spent the last of it.
     #[inline(always)]
     pub(crate) fn poll_unbudgeted(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        match self.poll_result(cx) {
+            Poll::Ready(Ok(())) => Poll::Ready(()),
+            Poll::Ready(Err(error)) => refused(error),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    /// [`poll_unbudgeted`](Sleep::poll_unbudgeted), with the timer's
+    /// refusal (shut down, or at capacity) as an error instead of a panic.
+    #[inline(always)]
+    pub(crate) fn poll_result(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         match self.state.get() {
-            State::Elapsed => Poll::Ready(()),
+            State::Elapsed => Poll::Ready(Ok(())),
             State::Fired => {
                 self.state.set(State::Elapsed);
-                Poll::Ready(())
+                Poll::Ready(Ok(()))
             }
             State::Registered { key, waker } => {
                 let shard = self.shard.as_ref().expect("a registered sleep has a shard");
@@ -489,9 +511,9 @@ impl Sleep {
                     }
                     Polled::Ready => {
                         self.state.set(State::Elapsed);
-                        Poll::Ready(())
+                        Poll::Ready(Ok(()))
                     }
-                    Polled::Refused(error) => refused(error),
+                    Polled::Refused(error) => Poll::Ready(Err(error)),
                 }
             }
             State::Idle => {
@@ -502,7 +524,7 @@ impl Sleep {
                         // Due already: no timer is needed to say so.
                         Err(_) if deadline.reached_by(Instant::now()) => {
                             self.state.set(State::Elapsed);
-                            return Poll::Ready(());
+                            return Poll::Ready(Ok(()));
                         }
                         Err(e) => no_default_timer(e),
                     }
@@ -516,9 +538,9 @@ impl Sleep {
                     }
                     Registration::Elapsed => {
                         self.state.set(State::Elapsed);
-                        Poll::Ready(())
+                        Poll::Ready(Ok(()))
                     }
-                    Registration::Refused(error) => refused(error),
+                    Registration::Refused(error) => Poll::Ready(Err(error)),
                 }
             }
         }

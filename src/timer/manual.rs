@@ -9,10 +9,12 @@ use super::Timer;
 
 impl Timer {
     /// Moves a [`manual`](crate::Builder::manual) timer's clock forward by
-    /// `duration`, firing everything due by then, tick by tick (what is due
-    /// in one tick fires together, callbacks in an unspecified order, most
-    /// often the order they were scheduled), before it returns: due sleeps have woken their tasks (which run when their
-    /// executor polls them) and due callbacks have run.
+    /// `duration`, firing everything due by then.
+    ///
+    /// It fires tick by tick (what is due in one tick fires together,
+    /// callbacks in an unspecified order, most often the order they were
+    /// scheduled), before it returns: due sleeps have woken their tasks (which
+    /// run when their executor polls them) and due callbacks have run.
     ///
     /// The clock steps from one expiration to the next, so a callback that
     /// reads [`now`](Timer::now) sees the tick it was due at. Called from

@@ -118,6 +118,12 @@ impl Timer {
     /// A future that completes `duration` from now (a duration over 30 years
     /// counts as 30 years, as with [`sleep`](crate::sleep())).
     ///
+    /// Like tokio's, the sleep registers when first polled: until then it
+    /// does not count against [`Builder::max_pending`], and a timer that
+    /// refuses it (shut down, or at that limit) says so at that poll, with
+    /// a panic, or an error through [`Sleep::checked`].
+    /// [`try_sleep`](Timer::try_sleep) registers at once instead.
+    ///
     /// # Examples
     ///
     /// ```
@@ -249,9 +255,11 @@ impl Timer {
         Interval::new(first, period)
     }
 
-    /// The current time on this timer's clock: `Instant::now()` for a timer
-    /// driven by a runtime (tokio's paused clock included), the manual
-    /// clock's time for a [`manual`](Builder::manual) timer.
+    /// The current time on this timer's clock.
+    ///
+    /// `Instant::now()` for a timer driven by a runtime (tokio's paused clock
+    /// included), the manual clock's time for a [`manual`](Builder::manual)
+    /// timer.
     ///
     /// # Examples
     ///
@@ -268,10 +276,13 @@ impl Timer {
         self.driver.now()
     }
 
-    /// Like [`sleep`](Timer::sleep), but registers the sleep now and says
-    /// so if the timer refuses it, instead of panicking at the first poll.
-    /// The sleep holds its place from now on, so it counts against
-    /// [`Builder::max_pending`] even before it is polled.
+    /// Like [`sleep`](Timer::sleep), but registers the sleep now, returning
+    /// the timer's refusal as an error.
+    ///
+    /// Where [`sleep`](Timer::sleep) registers at its first poll (and
+    /// panics there if refused), this sleep holds its place from now on:
+    /// it counts against [`Builder::max_pending`] even before it is polled,
+    /// and a later refusal (a shutdown) is reported by [`Sleep::checked`].
     ///
     /// # Errors
     ///
@@ -391,10 +402,11 @@ impl Timer {
         Ok(Timeout::new(future.into_future(), sleep))
     }
 
-    /// Stops the timer and returns what never ran: the pending callbacks,
-    /// by deadline, and those with one deadline in the order they were
-    /// scheduled (not run; run them yourself if you like), and how
-    /// many sleeps were pending.
+    /// Stops the timer and returns what never ran.
+    ///
+    /// That is the pending callbacks, by deadline, and those with one deadline
+    /// in the order they were scheduled (not run; run them yourself if you
+    /// like), and how many sleeps were pending.
     ///
     /// Afterwards the timer refuses new work: the `try_*` constructors
     /// return an error for which [`is_shutdown`](Error::is_shutdown) is
@@ -406,7 +418,9 @@ impl Timer {
     /// it is made, and completes, as on a running timer. Every pending [`Sleep`] (and so every
     /// pending [`Timeout`] and [`Interval`]) is woken and, polled before its
     /// deadline, panics with a message saying the timer has shut down,
-    /// rather than hang or complete early (polled after it, it completes); drop them instead of polling them. The
+    /// rather than hang or complete early (polled after it, it completes); drop them instead of polling them,
+    /// or wait on [`Sleep::checked`], which reports the shutdown as an
+    /// error for which [`is_shutdown`](Error::is_shutdown) is true. The
     /// handles of the returned callbacks report
     /// [`is_cancelled`](crate::TimerHandle::is_cancelled). A second call returns
     /// nothing. A runtime's shutdown does the same to its timers, dropping
@@ -499,9 +513,11 @@ impl Timer {
     }
 
     /// Whether the timer has shut down ([`shutdown`](Timer::shutdown) was
-    /// called, or its runtime shut down). A shut-down timer fires nothing
-    /// more, apart from the callbacks its driver had already taken to run
-    /// when the shutdown came (see [`shutdown`](Timer::shutdown)).
+    /// called, or its runtime shut down).
+    ///
+    /// A shut-down timer fires nothing more, apart from the callbacks its
+    /// driver had already taken to run when the shutdown came (see
+    /// [`shutdown`](Timer::shutdown)).
     ///
     /// # Examples
     ///
@@ -540,6 +556,7 @@ impl std::fmt::Debug for Timer {
         f.debug_struct("Timer")
             .field("tick", &self.tick())
             .field("slots_per_level", &self.slots_per_level())
+            .field("shards", &self.shards())
             .field("manual", &self.is_manual())
             .field("shut_down", &self.is_shut_down())
             .finish()

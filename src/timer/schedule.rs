@@ -123,7 +123,8 @@ impl Timer {
     /// # Examples
     ///
     /// ```
-    /// let timer = wheel::Timer::builder().manual().max_pending(0).build().unwrap();
+    /// let timer = wheel::Timer::builder().manual().max_pending(1).build().unwrap();
+    /// let _first = timer.try_schedule_at(timer.now(), || {}).unwrap();
     /// let err = timer.try_schedule_at(timer.now(), || {}).unwrap_err();
     /// assert!(err.is_at_capacity());
     /// ```

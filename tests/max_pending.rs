@@ -1,0 +1,86 @@
+//! What `Builder::max_pending` counts: what holds an entry in the timer's
+//! wheel. A `Timer::sleep` registers at its first poll (as tokio's does), so
+//! one nobody polled does not count; a `try_sleep` registers at once and
+//! counts from then; a `DelayQueue`'s entries live in its own wheel, and
+//! only the one sleep it waits on counts. A limit of zero is refused.
+
+use tokio_test::{assert_pending, assert_ready, task};
+use wheel::{DelayQueue, Timer};
+
+mod common;
+use common::secs;
+
+fn limited(max: usize) -> Timer {
+    Timer::builder().manual().max_pending(max).build().unwrap()
+}
+
+#[test]
+fn a_limit_of_zero_is_refused_by_build_naming_the_setting() {
+    let error = Timer::builder()
+        .manual()
+        .max_pending(0)
+        .build()
+        .unwrap_err();
+    assert!(error.is_invalid_max_pending(), "{error}");
+    assert!(!error.is_invalid_shards() && !error.is_invalid_tick());
+    assert!(error.to_string().contains("max_pending"), "{error}");
+    // One is the smallest limit there is.
+    assert!(Timer::builder().manual().max_pending(1).build().is_ok());
+}
+
+#[test]
+fn an_unpolled_sleep_does_not_count_and_its_first_poll_is_refused() {
+    let timer = limited(1);
+    let mut lazy = timer.sleep(secs(1));
+    assert_eq!(timer.stats().pending, 0);
+
+    // The place is free: try_sleep takes it at once.
+    let _eager = timer.try_sleep(secs(1)).unwrap();
+    assert_eq!(timer.stats().pending, 1);
+
+    // The lazy sleep finds the timer full when first polled: the error,
+    // through `checked`, rather than a panic.
+    let mut checked = task::spawn(lazy.checked());
+    let error = assert_ready!(checked.poll()).unwrap_err();
+    assert!(error.is_at_capacity() && !error.is_shutdown(), "{error}");
+}
+
+#[test]
+fn a_try_sleep_counts_before_it_is_polled() {
+    let timer = limited(1);
+    let unpolled = timer.try_sleep(secs(1)).unwrap();
+    assert_eq!(timer.stats().pending, 1);
+    assert!(timer.try_sleep(secs(1)).unwrap_err().is_at_capacity());
+    drop(unpolled);
+    assert!(timer.try_sleep(secs(1)).is_ok());
+}
+
+#[test]
+fn a_polled_sleep_counts_until_it_is_dropped() {
+    let timer = limited(1);
+    let mut sleep = task::spawn(timer.sleep(secs(1)));
+    assert_pending!(sleep.poll());
+    assert!(timer.try_sleep(secs(1)).unwrap_err().is_at_capacity());
+    drop(sleep);
+    assert!(timer.try_sleep(secs(1)).is_ok());
+}
+
+#[test]
+fn delay_queue_entries_do_not_count_only_the_sleep_it_waits_on() {
+    let timer = limited(2);
+    let mut queue = task::spawn(DelayQueue::with_timer(timer.clone()));
+    for n in 0..100u64 {
+        queue.insert(n, secs(1 + n));
+    }
+    // Not polled yet: its sleep is not registered.
+    assert_eq!(timer.stats().pending, 0);
+    assert_pending!(queue.poll_next());
+    assert_eq!(timer.stats().pending, 1, "one sleep for a hundred entries");
+
+    let _one = timer.try_sleep(secs(1)).unwrap();
+    assert!(timer.try_sleep(secs(1)).unwrap_err().is_at_capacity());
+
+    timer.advance(secs(1));
+    let first = assert_ready!(queue.poll_next()).expect("due");
+    assert_eq!(first.into_inner(), 0);
+}
