@@ -111,6 +111,30 @@ async fn main() {
     let after = futures::poll!(test_sleep.as_mut()).is_ready();
     println!("manual:   an hour-long sleep pending before advance: {before}; ready after: {after}");
 
+    // 6b. a test clock for a whole runtime, multi-thread too: every
+    // wheel::sleep in its tasks waits on it, and auto-advance jumps to the
+    // next deadline once the runtime is idle. (Built and dropped outside
+    // this runtime's async context, as any runtime must be.)
+    let (hour, real) = tokio::task::spawn_blocking(|| {
+        let rt = wheel::TestClock::new()
+            .auto_advance(true)
+            .build(
+                tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all(),
+            )
+            .expect("a test runtime");
+        let (start, real) = (rt.now(), std::time::Instant::now());
+        rt.block_on(async {
+            let task = tokio::spawn(async { wheel::sleep(Duration::from_secs(3600)).await });
+            task.await.expect("the task slept");
+        });
+        (rt.now() - start, real.elapsed())
+    })
+    .await
+    .expect("the test runtime ran");
+    println!("test clock: an hour-long sleep on a 2-worker runtime: {hour:?} on its clock, {real:?} of yours");
+
     println!("\nstats, default timer:  {}", Timer::current().stats());
     println!("stats, explicit timer: {}", coarse.stats());
 

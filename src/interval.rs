@@ -53,7 +53,9 @@ const ALARM_LATENESS: Duration = Duration::from_millis(1);
 /// ```
 #[track_caller]
 pub fn interval(period: Duration) -> Interval {
-    interval_at(Instant::now(), period)
+    // Now on the clock of the timer the interval belongs to.
+    let (shard, now) = crate::sleep::bind();
+    Interval::new(Sleep::new(shard, now), period)
 }
 
 /// An [`Interval`] on the current runtime's default timer whose first tick

@@ -61,7 +61,10 @@
 //!
 //! [`Builder::manual`] makes a timer whose clock moves only when
 //! [`Timer::advance`] is called, on any runtime flavor or none: inject one
-//! into the code under test and step it by hand.
+//! into the code under test and step it by hand. [`TestClock`] puts a
+//! whole runtime's default timer on such a clock, multi-thread runtimes
+//! included (tokio's paused clock needs a current-thread one), with an
+//! optional auto-advance to the next deadline when the runtime is idle.
 //!
 //! # Keyed expirations
 //!
@@ -113,6 +116,7 @@ mod interval;
 mod sleep;
 mod stats;
 mod sync;
+mod test_clock;
 mod timeout;
 mod timer;
 mod unfired;
@@ -128,6 +132,7 @@ pub use stats::Stats;
 /// `std::time::Duration`, re-exported as `tokio::time` does, so that
 /// `use tokio::time::{sleep, Duration}` becomes `use wheel::{sleep, Duration}`.
 pub use std::time::Duration;
+pub use test_clock::{TestClock, TestRuntime};
 pub use timeout::{timeout, timeout_at, Timeout};
 pub use timer::Timer;
 /// A measurement of a monotonic clock: `tokio::time::Instant`, re-exported so

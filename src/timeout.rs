@@ -47,8 +47,16 @@ use crate::{sleep_until, Sleep};
 /// ```
 #[inline]
 pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoFuture> {
-    let deadline = Deadline::checked_after(Instant::now(), duration).unwrap_or(Deadline::NEVER);
-    Timeout::new(future.into_future(), Sleep::at(None, deadline))
+    // Bound when it first waits, so that a future ready at once costs no
+    // lookup; unless a test clock is alive in the process, whose runtime's
+    // deadlines come from that clock, which only the binding knows.
+    let (shard, now) = if crate::test_clock::any() {
+        crate::sleep::bind()
+    } else {
+        (None, Instant::now())
+    };
+    let deadline = Deadline::checked_after(now, duration).unwrap_or(Deadline::NEVER);
+    Timeout::new(future.into_future(), Sleep::at(shard, deadline))
 }
 
 /// Requires `future` to complete before `deadline`; see [`timeout`].

@@ -110,6 +110,15 @@ impl Driver {
         }
     }
 
+    /// When some shard next has work, if any: a manual clock advanced
+    /// there fires it, or (for a deadline in a higher level of the wheel)
+    /// brings it closer.
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        self.next_expiration()
+            .filter(|&tick| tick != NEVER)
+            .and_then(|tick| self.clock.instant_at(tick))
+    }
+
     /// The earliest tick at which some shard has work, if any.
     fn next_expiration(&self) -> Option<u64> {
         self.shards

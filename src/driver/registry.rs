@@ -88,13 +88,27 @@ pub(crate) fn default_binding() -> Result<(Arc<Shard>, Instant), BuildError> {
         if TRUSTED.try_with(Cell::get).ok().flatten() == Some(task) {
             if let Some(shard) = with_cache(Cached::shard) {
                 // A multi-thread runtime's clock is the real one, whatever
-                // context the task may have entered.
-                return Ok((shard, Instant::from_std(std::time::Instant::now())));
+                // context the task may have entered; a test clock's is its
+                // own.
+                let now = if shard.source.is_manual() {
+                    shard.now()
+                } else {
+                    Instant::from_std(std::time::Instant::now())
+                };
+                return Ok((shard, now));
             }
         }
     }
-    // Inside the runtime found current, whose clock `Instant::now` reads.
-    ask_tokio().map(|shard| (shard, Instant::now()))
+    // Inside the runtime found current, whose clock `Instant::now` reads,
+    // unless its default timer is a test clock.
+    ask_tokio().map(|shard| {
+        let now = if shard.source.is_manual() {
+            shard.now()
+        } else {
+            Instant::now()
+        };
+        (shard, now)
+    })
 }
 
 /// [`default_shard`] for a lookup the cache may not answer: asks tokio
@@ -211,6 +225,21 @@ fn registered(handle: Handle, id: Id) -> Result<Timer, BuildError> {
             Ok(built)
         }
     }
+}
+
+/// Makes `timer` the default timer of runtime `id`, a new runtime with none
+/// yet (a `TestRuntime`'s).
+pub(crate) fn install(id: Id, timer: Timer) {
+    let previous = registry()
+        .get_or_insert_with(HashMap::new)
+        .insert(id, timer);
+    // Dropped outside the registry lock.
+    drop(previous);
+}
+
+/// Undoes [`install`].
+pub(crate) fn uninstall(id: Id, timer: &Timer) {
+    forget(id, timer.driver());
 }
 
 /// Unregisters `driver` as the default timer of runtime `id`.

@@ -71,7 +71,7 @@ pub fn sleep(duration: Duration) -> Sleep {
 /// the time on that timer's clock; outside a runtime, none yet (the first
 /// poll binds it) and `Instant::now()`.
 #[inline]
-fn bind() -> (Option<Arc<Shard>>, Instant) {
+pub(crate) fn bind() -> (Option<Arc<Shard>>, Instant) {
     match registry::default_binding() {
         Ok((shard, now)) => (Some(shard), now),
         Err(_) => (None, Instant::now()),

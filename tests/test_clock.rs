@@ -1,0 +1,201 @@
+//! `TestClock`: a runtime's default timer under the test's control, on
+//! runtimes of 1, 2 and 4 workers, by hand and auto-advanced. No test here
+//! waits on real time: they wait for the runtime to report, and check
+//! instants on the test clock.
+
+mod common;
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::{ms, secs};
+use futures::StreamExt;
+use tokio::runtime::Builder;
+use wheel::{DelayQueue, Instant, TestClock, TestRuntime, Timer};
+
+fn multi_thread(workers: usize, auto_advance: bool) -> TestRuntime {
+    TestClock::new()
+        .auto_advance(auto_advance)
+        .build(
+            Builder::new_multi_thread()
+                .worker_threads(workers)
+                .enable_all(),
+        )
+        .unwrap()
+}
+
+/// Spins (yielding the thread) until `done`: the runtime's workers report
+/// through the timer's counters, with no real-time bound to guess.
+fn until(done: impl Fn() -> bool) {
+    while !done() {
+        std::thread::yield_now();
+    }
+}
+
+/// Each of eight tasks sleeps, times out and ticks an interval, yielding
+/// in between so that tasks move between workers. The test moves the clock
+/// one second at a time, and each task reports the test clock's time when
+/// it woke: exactly its deadlines, on every worker count.
+#[test]
+fn advanced_by_hand_every_task_wakes_at_its_deadlines() {
+    for workers in [1, 2, 4] {
+        let rt = multi_thread(workers, false);
+        let start = rt.now();
+        let (report, reports) = mpsc::channel();
+        for task in 1..=8u64 {
+            let report = report.clone();
+            rt.handle().spawn(async move {
+                wheel::sleep(secs(task)).await;
+                report
+                    .send((task, "sleep", Timer::current().now()))
+                    .unwrap();
+                tokio::task::yield_now().await;
+                let timed_out = wheel::timeout(secs(2), std::future::pending::<()>()).await;
+                assert!(timed_out.is_err());
+                report
+                    .send((task, "timeout", Timer::current().now()))
+                    .unwrap();
+                tokio::task::yield_now().await;
+                let mut every = wheel::interval(secs(3));
+                every.tick().await;
+                every.tick().await;
+                report
+                    .send((task, "interval", Timer::current().now()))
+                    .unwrap();
+            });
+        }
+        until(|| rt.timer().stats().pending == 8);
+        let mut seen = Vec::new();
+        // 1..=8 s the sleeps, +2 s the timeouts, +3 s the intervals' ticks.
+        for second in 1..=13 {
+            rt.advance(secs(1));
+            let due = (1..=8)
+                .filter(|task| [*task, task + 2, task + 5].contains(&second))
+                .count();
+            for _ in 0..due {
+                seen.push(reports.recv().unwrap());
+            }
+            // Every task still going has registered its next timer.
+            let going = (1..=8).filter(|task| second < task + 5).count();
+            until(|| rt.timer().stats().pending == going);
+        }
+        assert_eq!(seen.len(), 24, "{workers} workers");
+        for (task, what, woke) in seen {
+            let due = match what {
+                "sleep" => task,
+                "timeout" => task + 2,
+                _ => task + 5,
+            };
+            assert_eq!(
+                woke - start,
+                secs(due),
+                "{workers} workers: task {task} {what}"
+            );
+        }
+    }
+}
+
+/// With auto-advance, an hour of sleeps, timeouts, intervals and a
+/// `DelayQueue` across tasks that move between workers passes at once, and
+/// every task finishes at the instant its own timers add up to.
+#[test]
+fn auto_advanced_every_task_finishes_at_its_own_deadlines() {
+    for workers in [1, 2, 4] {
+        let rt = multi_thread(workers, true);
+        let start = rt.now();
+        let finished = rt.block_on(async move {
+            let tasks: Vec<_> = (1..=8u64)
+                .map(|task| {
+                    tokio::spawn(async move {
+                        for _ in 0..5 {
+                            wheel::sleep(secs(60 * task)).await;
+                            tokio::task::yield_now().await;
+                        }
+                        let timed_out = wheel::timeout(secs(10), std::future::pending::<()>());
+                        assert!(timed_out.await.is_err());
+                        let mut queue = DelayQueue::new();
+                        queue.insert(task, secs(5));
+                        assert_eq!(queue.next().await.unwrap().into_inner(), task);
+                        let mut every = wheel::interval(ms(500));
+                        every.tick().await;
+                        every.tick().await;
+                        (task, Timer::current().now())
+                    })
+                })
+                .collect();
+            let mut finished = Vec::new();
+            for task in tasks {
+                finished.push(task.await.unwrap());
+            }
+            finished
+        });
+        for (task, at) in finished {
+            let due = secs(300 * task + 15) + ms(500);
+            assert_eq!(at - start, due, "{workers} workers: task {task}");
+        }
+        assert_eq!(rt.timer().stats().pending, 0);
+    }
+}
+
+/// `block_on`'s own future waits on the test clock too, and while it is
+/// busy the clock stays put; a current-thread runtime works the same way.
+#[test]
+fn block_on_and_a_current_thread_runtime_are_driven_too() {
+    let runtimes = [
+        multi_thread(2, true),
+        TestClock::new()
+            .auto_advance(true)
+            .build(Builder::new_current_thread().enable_all())
+            .unwrap(),
+    ];
+    for rt in runtimes {
+        let start = rt.now();
+        let elapsed = rt.block_on(async {
+            let before = Timer::current().now();
+            wheel::sleep(Duration::from_secs(3600)).await;
+            Timer::current().now() - before
+        });
+        assert_eq!(elapsed, secs(3600));
+        assert_eq!(rt.now() - start, secs(3600));
+    }
+}
+
+/// Without auto-advance nothing moves the clock but the test: a task's
+/// sleep stays pending however long the runtime idles, until advanced.
+#[test]
+fn without_auto_advance_only_the_test_moves_the_clock() {
+    let rt = multi_thread(2, false);
+    let task = rt.handle().spawn(async { wheel::sleep(secs(1)).await });
+    until(|| rt.timer().stats().pending == 1);
+    // The workers park and unpark (a task that only yields runs between
+    // them): still pending.
+    for _ in 0..100 {
+        rt.block_on(tokio::task::yield_now());
+    }
+    assert!(!task.is_finished());
+    assert_eq!(rt.timer().stats().pending, 1);
+    rt.advance(secs(1));
+    rt.block_on(task).unwrap();
+}
+
+/// Dropping the test runtime takes its timer with it: another runtime's
+/// default timer is its own, and a test runtime's clock is not tokio's.
+#[test]
+fn the_test_clock_is_its_runtimes_alone() {
+    let rt = multi_thread(1, true);
+    let ours = rt.block_on(async { Timer::current() });
+    assert!(ours.is_manual());
+    let other = common::paused_rt();
+    let theirs = other.block_on(async { Timer::current() });
+    assert!(!theirs.is_manual());
+    // The test clock starts where it was made and moves only as told.
+    let start = rt.now();
+    rt.block_on(async { wheel::sleep(secs(5)).await });
+    assert_eq!(rt.now() - start, secs(5));
+    assert!(
+        Instant::now() - start < secs(5),
+        "real time is not the test clock's"
+    );
+    drop(rt);
+    assert!(ours.is_shut_down());
+}
