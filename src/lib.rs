@@ -75,6 +75,13 @@
 //! clock drives hyper too), and resetting one of its sleeps moves the
 //! existing wheel entry instead of allocating a new sleep.
 //!
+//! # tower
+//!
+//! With the `tower` feature, [`tower::TimeoutLayer`] and [`tower::Timeout`]
+//! are `tower::timeout`'s, on the wheel: request timeouts under axum, tonic
+//! or tower-http, whose errors still downcast to
+//! `tower::timeout::error::Elapsed`.
+//!
 //! # Guarantees
 //!
 //! - Never early: deadlines round *up* to the next tick, and a timer fires
@@ -108,6 +115,9 @@ mod stats;
 mod sync;
 mod timeout;
 mod timer;
+#[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
+pub mod tower;
 mod unfired;
 mod wheel;
 
