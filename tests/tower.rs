@@ -378,6 +378,34 @@ async fn response_future_and_layer_are_what_tower_names() {
     poll_fn(|_| Poll::Ready(())).await;
 }
 
+#[test]
+fn a_call_outside_a_runtime_binds_when_polled_in_one() {
+    // tower's `call` makes a `tokio::time::Sleep`, which panics here.
+    let mut svc = TimeoutLayer::new(TIMEOUT).layer(replies());
+    let (_tx, rx) = oneshot::channel();
+    let response = svc.call(rx);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let err = rt.block_on(response).unwrap_err();
+    assert!(err.is::<Elapsed>());
+}
+
+#[tokio::test(start_paused = true)]
+async fn duration_max_is_no_deadline_and_never_touches_the_timer() {
+    let mut svc = TimeoutLayer::new(Duration::MAX).layer(replies());
+    let (tx, rx) = oneshot::channel();
+    let mut response = task::spawn(svc.call(rx));
+    assert_pending!(response.poll());
+    assert_eq!(pending_timers(), 0);
+    time::advance(Duration::from_secs(86_400 * 365)).await;
+    assert_pending!(response.poll());
+    tx.send(5).unwrap();
+    assert_eq!(assert_ready_ok!(response.poll()), 5);
+}
+
 // ---- a real HTTP/1 server on 127.0.0.1 ----
 
 mod http {
