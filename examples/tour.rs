@@ -1,5 +1,6 @@
 //! A tour of `wheel`: sleep, timeout and interval on the default timer, an
-//! explicit timer with its own tick, and the stats each keeps; then a rough
+//! explicit timer with its own tick, and the stats each keeps (with
+//! `--features tower`, tower's request timeout too); then a rough
 //! measure of why one would switch.
 //!
 //! Run it with `cargo run --release --example tour`. It uses real time and
@@ -56,6 +57,12 @@ async fn main() {
         "timeout:  fast future -> {fast:?}; slow future -> {}",
         slow.unwrap_err()
     );
+
+    // 2b. tower's request timeout on the wheel (feature `tower`).
+    #[cfg(feature = "tower")]
+    tower_timeout().await;
+    #[cfg(not(feature = "tower"))]
+    println!("tower:    with --features tower, wheel::tower::TimeoutLayer: tower's request timeout on the wheel");
 
     // 3. interval: five ticks 20 ms apart, skipping any that are missed.
     let mut every = wheel::interval(Duration::from_millis(20));
@@ -155,6 +162,26 @@ async fn main() {
          with backoff and cancellation), cargo run --release --features precise --example \
          pacing (timers finer than a millisecond), cargo test --all-features (the guarantees), \
          and the README."
+    );
+}
+
+/// A tower service behind `wheel::tower::TimeoutLayer`: a fast handler
+/// answers, a slow one gets tower's own `Elapsed` error.
+#[cfg(feature = "tower")]
+async fn tower_timeout() {
+    use tower::{service_fn, BoxError, ServiceBuilder, ServiceExt};
+
+    let svc = ServiceBuilder::new()
+        .layer(wheel::tower::TimeoutLayer::new(Duration::from_millis(50)))
+        .service(service_fn(|delay: Duration| async move {
+            wheel::sleep(delay).await;
+            Ok::<_, BoxError>("answered")
+        }));
+    let fast = svc.clone().oneshot(Duration::ZERO).await;
+    let slow = svc.oneshot(Duration::from_secs(10)).await.unwrap_err();
+    println!(
+        "tower:    fast handler -> {fast:?}; slow handler -> {slow} (tower's Elapsed: {})",
+        slow.is::<tower::timeout::error::Elapsed>()
     );
 }
 

@@ -85,6 +85,13 @@
 //! resetting one of its sleeps moves the existing wheel entry instead of
 //! allocating a new sleep.
 //!
+//! # tower
+//!
+//! With the `tower` feature, [`tower::TimeoutLayer`] and [`tower::Timeout`]
+//! are `tower::timeout`'s, on the wheel: request timeouts under axum, tonic
+//! or tower-http, whose errors still downcast to
+//! `tower::timeout::error::Elapsed`.
+//!
 //! # Guarantees
 //!
 //! - Never early: deadlines round *up* to the next tick, and a timer fires
@@ -119,6 +126,9 @@ mod sync;
 mod test_clock;
 mod timeout;
 mod timer;
+#[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
+pub mod tower;
 mod unfired;
 mod wheel;
 

@@ -18,6 +18,7 @@
 //! cargo bench --bench compare                     # full size (about 4-5 minutes on 2 cores)
 //! cargo bench --bench compare -- quick            # a quarter (or WHEEL_BENCH_SIZE=quick)
 //! cargo bench --bench compare -- --only churn,reset --runs 7
+//! cargo bench --bench compare --features tower -- --only tower_ready,tower_yield
 //! cargo bench --bench compare -- --workers 4 --groups mt
 //! cargo bench --bench compare -- --only churn --columns wheel --scale 0.01 --runs 1   # for a profiler
 //! RUSTFLAGS="--cfg tokio_unstable" CARGO_TARGET_DIR=target/unstable \
@@ -37,6 +38,7 @@ mod micro;
 mod pending;
 mod report;
 mod side;
+mod tower_row;
 
 use measure::Group;
 use side::Column;
@@ -46,7 +48,7 @@ use support::Size;
 type Workload = fn(&Config);
 
 /// The workloads, in the order they run.
-const WORKLOADS: [(&str, Workload); 10] = [
+const WORKLOADS: [(&str, Workload); 12] = [
     ("timeout_ready", micro::timeout_ready),
     ("churn", micro::churn),
     ("timeout_yield", micro::timeout_yield),
@@ -57,6 +59,9 @@ const WORKLOADS: [(&str, Workload); 10] = [
     ("fire_200k", fire::fire_200k),
     ("crowded", pending::crowded),
     ("floor", floor::floor),
+    // With `--features tower` only: tower's `Timeout` against wheel::tower's.
+    ("tower_ready", tower_row::tower_ready),
+    ("tower_yield", tower_row::tower_yield),
 ];
 
 /// Runs of the cheap workloads, and of those that take seconds per run.
