@@ -103,9 +103,10 @@ impl TestClock {
         self
     }
 
-    /// Moves the clock to the next deadline whenever the runtime is idle
-    /// (see the module's docs), as tokio's auto-advance does on a paused
-    /// clock. Off by default.
+    /// Moves the clock to the next deadline whenever the runtime is idle.
+    ///
+    /// As tokio's auto-advance does on a paused clock; what counts as idle
+    /// is in [`TestRuntime`]'s docs. Off by default.
     ///
     /// # Examples
     ///
@@ -170,8 +171,22 @@ impl TestClock {
 /// A tokio runtime whose default timer runs on a test clock; made by
 /// [`TestClock::build`].
 ///
-/// Dropping it shuts the runtime down, then the timer, and makes its
-/// runtime's timer lookups fail as for any runtime that has gone.
+/// Every [`sleep`](crate::sleep), [`timeout`](crate::timeout),
+/// [`interval`](crate::interval) and `DelayQueue::new()` made in its tasks
+/// (or in `block_on`'s future) waits on the test clock, on whichever worker
+/// it runs. One made outside the runtime and moved in reads the real clock
+/// for its deadline: make them inside.
+///
+/// With [auto-advance](TestClock::auto_advance), the clock jumps to the
+/// next deadline when the runtime is idle: every worker has parked (tokio's
+/// `on_thread_park` and `on_thread_unpark` hooks count them), no task waits
+/// in its global queue, and [`block_on`](TestRuntime::block_on)'s future
+/// is not being polled. Not counted as busy: a running `spawn_blocking`
+/// closure, a thread outside the runtime about to wake a task, I/O in
+/// flight. As with tokio's auto-advance, a test waiting on those advances
+/// by hand.
+///
+/// Dropping it shuts the runtime down, then the timer.
 pub struct TestRuntime {
     runtime: Option<Runtime>,
     idle: Arc<Idle>,
@@ -242,9 +257,10 @@ impl TestRuntime {
         self.idle.timer.now()
     }
 
-    /// Moves the test clock forward by `duration`, firing what is due before
-    /// it returns (the woken tasks then run on the runtime's workers); see
-    /// [`Timer::advance`].
+    /// Moves the test clock forward by `duration`, firing what is due.
+    ///
+    /// What is due has fired before it returns (the woken tasks then run on
+    /// the runtime's workers); see [`Timer::advance`].
     ///
     /// # Examples
     ///

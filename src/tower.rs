@@ -59,9 +59,10 @@ use pin_project_lite::pin_project;
 
 use crate::Timer;
 
-/// `tower::timeout::error::Elapsed`, the error a [`Timeout`] service returns
-/// (boxed) when a request times out: tower's own type, so that
-/// `err.is::<tower::timeout::error::Elapsed>()` holds for both crates.
+/// `tower::timeout::error::Elapsed`: what a [`Timeout`] returns (boxed) when a request times out.
+///
+/// tower's own type, so that `err.is::<tower::timeout::error::Elapsed>()`
+/// holds for both crates.
 ///
 /// # Examples
 ///
