@@ -126,9 +126,7 @@ mod sync;
 mod test_clock;
 mod timeout;
 mod timer;
-/// tower's request timeout on the wheel (feature `tower`).
 #[cfg(feature = "tower")]
-#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod tower;
 mod unfired;
 mod wheel;

@@ -1,5 +1,5 @@
-//! tower's request timeout on the wheel, behind the `tower` feature:
-//! [`Timeout`] and [`TimeoutLayer`], with the API of `tower::timeout`.
+//! tower's request timeout on the wheel (feature `tower`): [`Timeout`] and
+//! [`TimeoutLayer`], with the API of `tower::timeout`.
 //!
 //! Swap `tower::timeout::TimeoutLayer` for `wheel::tower::TimeoutLayer`
 //! (and `tower::timeout::Timeout` for `wheel::tower::Timeout`): the
@@ -48,6 +48,7 @@
 //! assert!(err.is::<tower::timeout::error::Elapsed>());
 //! # }
 //! ```
+#![cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 
 use std::future::Future;
 use std::pin::Pin;

@@ -54,16 +54,21 @@ fn sources() -> Vec<(String, String)> {
 }
 
 /// The `///` lines just above line `at` (attributes in between skipped),
-/// joined.
+/// joined; or, for a module's inner `#![doc(cfg(..))]`, its `//!` lines.
 fn doc_above(lines: &[&str], at: usize) -> String {
     let mut i = at;
     while i > 0 && lines[i - 1].trim_start().starts_with("#[") {
         i -= 1;
     }
+    let marker = if lines[at].trim_start().starts_with("#![") {
+        "//!"
+    } else {
+        "///"
+    };
     let mut doc = Vec::new();
-    while i > 0 && lines[i - 1].trim_start().starts_with("///") {
+    while i > 0 && lines[i - 1].trim_start().starts_with(marker) {
         i -= 1;
-        doc.push(lines[i].trim_start().trim_start_matches("///").trim());
+        doc.push(lines[i].trim_start().trim_start_matches(marker).trim());
     }
     doc.reverse();
     doc.join(" ")
