@@ -84,31 +84,24 @@ pub(crate) fn default_shard() -> Result<Arc<Shard>, BuildError> {
 /// made now reads its deadline's start.
 #[inline]
 pub(crate) fn default_binding() -> Result<(Arc<Shard>, Instant), BuildError> {
-    if let Some(task) = tokio::task::try_id() {
-        if TRUSTED.try_with(Cell::get).ok().flatten() == Some(task) {
-            if let Some(shard) = with_cache(Cached::shard) {
-                // A multi-thread runtime's clock is the real one, whatever
-                // context the task may have entered; a test clock's is its
-                // own.
-                let now = if shard.source.is_manual() {
-                    shard.now()
-                } else {
-                    Instant::from_std(std::time::Instant::now())
-                };
-                return Ok((shard, now));
-            }
-        }
-    }
-    // Inside the runtime found current, whose clock `Instant::now` reads,
-    // unless its default timer is a test clock.
-    ask_tokio().map(|shard| {
-        let now = if shard.source.is_manual() {
-            shard.now()
-        } else {
-            Instant::now()
-        };
-        (shard, now)
-    })
+    let trusted = tokio::task::try_id()
+        .is_some_and(|task| TRUSTED.try_with(Cell::get).ok().flatten() == Some(task));
+    let (shard, asked) = match trusted.then(|| with_cache(Cached::shard)).flatten() {
+        Some(shard) => (shard, false),
+        None => (ask_tokio()?, true),
+    };
+    let now = if shard.source.is_manual() {
+        // A test clock's (a `TestRuntime`'s).
+        shard.now()
+    } else if asked {
+        // Inside the runtime found current, whose clock this reads.
+        Instant::now()
+    } else {
+        // A multi-thread runtime's clock is the real one, whatever context
+        // the trusted task may have entered.
+        Instant::from_std(std::time::Instant::now())
+    };
+    Ok((shard, now))
 }
 
 /// [`default_shard`] for a lookup the cache may not answer: asks tokio

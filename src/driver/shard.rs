@@ -296,11 +296,16 @@ impl Shard {
     ///
     /// [`tidy`]: Shard::watch
     fn ask_tidy(&self, inner: &Inner) {
-        if inner.wake_at != NEVER && inner.wheel.scheduled() == 0 && self.source.is_pausable() {
+        if self.untidy(inner) {
             if let Some(sentinel) = &inner.sentinel {
                 sentinel.wake_by_ref();
             }
         }
+    }
+
+    /// An alarm armed with nothing pending, where the clock can be paused.
+    fn untidy(&self, inner: &Inner) -> bool {
+        inner.wake_at != NEVER && inner.wheel.scheduled() == 0 && self.source.is_pausable()
     }
 
     /// Moves a `Sleep`'s entry, pending or fired, to `deadline` (whose tick
@@ -453,7 +458,7 @@ impl Shard {
         if self.is_shut_down() {
             return false;
         }
-        if inner.wake_at != NEVER && inner.wheel.scheduled() == 0 && self.source.is_pausable() {
+        if self.untidy(&inner) {
             inner.wake_at = NEVER;
             let _ = inner.alarm.arm(NEVER, &self.clock, &self.source);
         }
