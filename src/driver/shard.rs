@@ -52,6 +52,9 @@ pub(super) struct Inner {
     pub(super) cancelled: u64,
     /// Passes run: `Stats::passes`.
     pub(super) passes: u64,
+    /// The clock stood still at its last reading ([`Shard::due_tick`]): a
+    /// paused clock, which auto-advance may move to the alarm.
+    pub(super) clock_still: bool,
     /// Callbacks pending, and the shard's hold on itself while there are
     /// any on a runtime (a callback with no handle left still runs).
     pub(super) callbacks: usize,
@@ -108,6 +111,7 @@ impl Shard {
                 fired: 0,
                 cancelled: 0,
                 passes: 0,
+                clock_still: false,
                 callbacks: 0,
                 keep_alive: None,
                 callbacks_scheduled: 0,
@@ -178,7 +182,7 @@ impl Shard {
             return Registration::Refused(refused);
         }
         let pulls_in = tick < inner.wake_at;
-        if pulls_in && self.has_come(tick) {
+        if pulls_in && self.has_come(tick, &mut inner) {
             inner.fired += u64::from(count_elapsed);
             return Registration::Elapsed;
         }
@@ -208,22 +212,28 @@ impl Shard {
     /// Whether `tick` is due: then a deadline at that tick has passed. Read
     /// only by a registration that pulls the promise in, whose tick the
     /// wheel may lag behind.
-    fn has_come(&self, tick: u64) -> bool {
-        tick <= self.due_tick()
+    fn has_come(&self, tick: u64, inner: &mut Inner) -> bool {
+        tick <= self.due_tick(inner)
     }
 
-    /// The last tick due by the clock: what a pass fires up to. On a paused
-    /// clock, whose every reading is the same, a timer on tokio's grid
-    /// rounds it down to the last of tokio's milliseconds, as tokio does:
-    /// after an `advance` by a fraction of a millisecond, a deadline between
-    /// that millisecond and the clock is due for neither until the next one.
-    /// On a running clock it fires what the reading has reached.
-    pub(super) fn due_tick(&self) -> u64 {
+    /// The last tick due by the clock: what a pass fires up to. A clock
+    /// tokio can pause is read twice, and whether it stood still noted: on
+    /// a paused clock a timer on tokio's grid rounds the tick down to the
+    /// last of tokio's milliseconds, as tokio does (after an `advance` by a
+    /// fraction of a millisecond, a deadline between that millisecond and
+    /// the clock is due for neither until the next one), and a shard left
+    /// with nothing pending disarms its alarm (see
+    /// [`ask_tidy`](Shard::ask_tidy)). On a running clock it fires what the
+    /// reading has reached.
+    pub(super) fn due_tick(&self, inner: &mut Inner) -> u64 {
         let now = self.now();
         let tick = self.clock.now_tick(now);
-        let floor = self.clock.tokio_ms_floor(tick);
-        if floor != tick && self.now() == now {
-            floor
+        if !self.source.is_pausable() {
+            return tick;
+        }
+        inner.clock_still = self.now() == now;
+        if inner.clock_still {
+            self.clock.tokio_ms_floor(tick)
         } else {
             tick
         }
@@ -286,13 +296,14 @@ impl Shard {
         drop(job);
     }
 
-    /// Where tokio's clock can be paused, a shard left with nothing pending
-    /// but its alarm armed asks its sentinel to disarm it ([`tidy`]), so
-    /// that auto-advance does not jump to a deadline nobody waits for. Not
-    /// on the caller's stack: a server on a current-thread runtime cancels
-    /// one timeout and starts the next, and disarming here would re-arm
-    /// tokio's timer for each. The sentinel runs before the runtime next
-    /// parks, which is when auto-advance looks.
+    /// On a paused clock (as the last reading found it), a shard left with
+    /// nothing pending but its alarm armed asks its sentinel to disarm it
+    /// ([`tidy`]), so that auto-advance does not jump to a deadline nobody
+    /// waits for. Not on the caller's stack: a test cancelling one timeout
+    /// and starting the next would re-arm tokio's timer for each. The
+    /// sentinel runs before the runtime next parks, which is when
+    /// auto-advance looks. On a running clock nothing is asked: there the
+    /// alarm finds nothing and re-arms for what is left.
     ///
     /// [`tidy`]: Shard::watch
     fn ask_tidy(&self, inner: &Inner) {
@@ -303,9 +314,9 @@ impl Shard {
         }
     }
 
-    /// An alarm armed with nothing pending, where the clock can be paused.
+    /// An alarm armed with nothing pending, on a paused clock.
     fn untidy(&self, inner: &Inner) -> bool {
-        inner.wake_at != NEVER && inner.wheel.scheduled() == 0 && self.source.is_pausable()
+        inner.clock_still && inner.wake_at != NEVER && inner.wheel.scheduled() == 0
     }
 
     /// Moves a `Sleep`'s entry, pending or fired, to `deadline` (whose tick
@@ -328,7 +339,7 @@ impl Shard {
         let due = passed
             || tick <= inner.wheel.elapsed()
             || self.reached(deadline)
-            || (pulls_in && self.has_come(tick))
+            || (pulls_in && self.has_come(tick, &mut inner))
             || (self.is_shut_down() && deadline.reached_by(self.now()));
         if due {
             let job = inner.wheel.remove(key);
@@ -386,7 +397,7 @@ impl Shard {
         if tick < inner.wake_at {
             // Come already by the clock: run on the runtime at once, as a
             // sleep completes at once, not when tokio's millisecond comes.
-            if self.has_come(tick) {
+            if self.has_come(tick, &mut inner) {
                 inner.wake_at = tick;
                 inner.alarm.kick(self, &self.source);
             } else {

@@ -123,3 +123,34 @@ fn cancelling_a_batched_callback_leaves_a_newer_entry_in_its_slot_alone() {
     let stats = timer.stats();
     assert_eq!((stats.callbacks, stats.pending), (0, 1), "{stats:?}");
 }
+
+/// Where tokio's clock can be paused, a cancel that empties a shard leaves
+/// its alarm armed only while the clock runs: paused, the sentinel disarms
+/// it before the runtime parks (auto-advance would jump to it); running,
+/// it stays, and fires into a pass that re-arms for what is left, so a
+/// server does not re-arm tokio's timer for every timeout it cancels.
+#[test]
+fn only_a_paused_clock_has_its_alarm_disarmed_when_the_shard_empties() {
+    for paused in [true, false] {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(paused)
+            .build()
+            .unwrap();
+        let promise = rt.block_on(async {
+            let timer = Timer::current();
+            let shard = timer.driver().shards()[0].clone();
+            let mut sleep = crate::sleep(Duration::from_secs(3600));
+            let pending = Pin::new(&mut sleep).poll(&mut Context::from_waker(Waker::noop()));
+            assert!(pending.is_pending());
+            assert_ne!(shard.lock().wake_at, NEVER, "armed");
+            drop(sleep);
+            // The runtime's next turn runs the sentinel, if it was asked.
+            tokio::task::yield_now().await;
+            tokio::task::yield_now().await;
+            let wake_at = shard.lock().wake_at;
+            wake_at
+        });
+        assert_eq!(promise == NEVER, paused, "paused: {paused}");
+    }
+}
