@@ -123,6 +123,8 @@ mod interval;
 mod sleep;
 mod stats;
 mod sync;
+// tokio has no park hooks under `cfg(loom)`.
+#[cfg(not(loom))]
 mod test_clock;
 mod timeout;
 mod timer;
@@ -141,6 +143,7 @@ pub use stats::Stats;
 /// `std::time::Duration`, re-exported as `tokio::time` does, so that
 /// `use tokio::time::{sleep, Duration}` becomes `use wheel::{sleep, Duration}`.
 pub use std::time::Duration;
+#[cfg(not(loom))]
 pub use test_clock::{TestClock, TestRuntime};
 pub use timeout::{timeout, timeout_at, Timeout};
 pub use timer::Timer;

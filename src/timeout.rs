@@ -50,7 +50,11 @@ pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoF
     // Bound when it first waits, so that a future ready at once costs no
     // lookup; unless a test clock is alive in the process, whose runtime's
     // deadlines come from that clock, which only the binding knows.
-    let (shard, now) = if crate::test_clock::any() {
+    #[cfg(not(loom))]
+    let test_clock = crate::test_clock::any();
+    #[cfg(loom)]
+    let test_clock = false;
+    let (shard, now) = if test_clock {
         crate::sleep::bind()
     } else {
         (None, Instant::now())

@@ -113,6 +113,7 @@ impl Driver {
     /// When some shard next has work, if any: a manual clock advanced
     /// there fires it, or (for a deadline in a higher level of the wheel)
     /// brings it closer.
+    #[cfg(not(loom))]
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
         self.next_expiration()
             .filter(|&tick| tick != NEVER)

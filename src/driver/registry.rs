@@ -222,6 +222,7 @@ fn registered(handle: Handle, id: Id) -> Result<Timer, BuildError> {
 
 /// Makes `timer` the default timer of runtime `id`, a new runtime with none
 /// yet (a `TestRuntime`'s).
+#[cfg(not(loom))]
 pub(crate) fn install(id: Id, timer: Timer) {
     let previous = registry()
         .get_or_insert_with(HashMap::new)
@@ -231,6 +232,7 @@ pub(crate) fn install(id: Id, timer: Timer) {
 }
 
 /// Undoes [`install`].
+#[cfg(not(loom))]
 pub(crate) fn uninstall(id: Id, timer: &Timer) {
     forget(id, timer.driver());
 }
