@@ -215,3 +215,32 @@ fn building_on_a_runtime_that_has_shut_down_says_so() {
         assert!(error.to_string().contains("shut down"), "{error}");
     }
 }
+
+/// A task that has spent its coop budget on sleeps already due, then
+/// registers one that arms the `timerfd`: the arming looks at the fd
+/// outside the budget. (A budget refusal there woke the alarm's waker on
+/// the spot, which ran a pass and waited for the shard lock its own caller
+/// held: `examples/pacing.rs` hung on a loaded machine, falling behind its
+/// slots.) Run on a thread of its own, so that a deadlock fails the test.
+#[test]
+fn arming_with_the_coop_budget_spent_does_not_deadlock() {
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        // `block_on`'s own future: outside a worker, tokio wakes a waker
+        // the budget refuses at once, rather than deferring it.
+        real_rt(1).block_on(async {
+            let timer = precise(Duration::from_micros(50));
+            let past = Instant::now();
+            // Each completes at once and spends one unit of the 128.
+            for _ in 0..128 {
+                timer.sleep_until(past).await;
+            }
+            assert!(!tokio::task::coop::has_budget_remaining());
+            timer.sleep(ms(1)).await;
+        });
+        let _ = done.send(());
+    });
+    finished
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the task hung arming the timerfd with its budget spent");
+}

@@ -21,6 +21,7 @@
 //! moves when tokio moves it (`advance`, auto-advance), which the tokio
 //! alarm follows and a real-time `timerfd` cannot.
 
+use std::future::Future;
 use std::io;
 use std::os::fd::OwnedFd;
 use std::task::{Context, Poll, Waker};
@@ -146,28 +147,30 @@ impl Timerfd {
     /// Whether the fd has fired: consumes the expiration if so, and
     /// otherwise registers `waker` for it.
     fn fired(&mut self, waker: &Waker) -> Poll<()> {
-        let mut cx = Context::from_waker(waker);
-        while let Poll::Ready(Ok(mut ready)) = self.fd.poll_read_ready(&mut cx) {
-            let read = rustix::io::read(self.fd.get_ref(), &mut [0u8; 8]);
-            ready.clear_ready();
-            if read.is_ok() {
-                self.armed_at = NEVER;
-                return Poll::Ready(());
+        outside_budget(waker, |cx| {
+            while let Poll::Ready(Ok(mut ready)) = self.fd.poll_read_ready(cx) {
+                let read = rustix::io::read(self.fd.get_ref(), &mut [0u8; 8]);
+                ready.clear_ready();
+                if read.is_ok() {
+                    self.armed_at = NEVER;
+                    return Poll::Ready(());
+                }
+                // Readiness without an expiration: look again, which
+                // registers `waker` once there is none.
             }
-            // Readiness without an expiration: look again, which registers
-            // `waker` once there is none.
-        }
-        Poll::Pending
+            Poll::Pending
+        })
     }
 
     /// Consumes whatever expirations and readiness the fd holds, and
     /// registers `waker` for the next.
     fn drain(&mut self, waker: &Waker) {
-        let mut cx = Context::from_waker(waker);
-        while let Poll::Ready(Ok(mut ready)) = self.fd.poll_read_ready(&mut cx) {
-            let _ = rustix::io::read(self.fd.get_ref(), &mut [0u8; 8]);
-            ready.clear_ready();
-        }
+        outside_budget(waker, |cx| {
+            while let Poll::Ready(Ok(mut ready)) = self.fd.poll_read_ready(cx) {
+                let _ = rustix::io::read(self.fd.get_ref(), &mut [0u8; 8]);
+                ready.clear_ready();
+            }
+        });
     }
 
     /// Whether it is armed for a tick.
@@ -263,5 +266,20 @@ mod tests {
         assert_eq!((sum.tv_sec, sum.tv_nsec), (7, 1));
         let far = add(at, Duration::MAX);
         assert_eq!(far.tv_sec, i64::MAX);
+    }
+}
+
+/// Runs `look` with `waker`'s context outside tokio's coop budget. The
+/// caller may be a task that has spent its budget (a loop over sleeps
+/// already due), and a budget refusal in `poll_read_ready` would wake
+/// `waker` on the spot, instead of registering it: the alarm's waker,
+/// which runs a pass and takes the shard lock the caller holds.
+fn outside_budget<R>(waker: &Waker, look: impl FnOnce(&mut Context<'_>) -> R) -> R {
+    let mut look = Some(look);
+    let once = std::future::poll_fn(|cx| Poll::Ready(look.take().map(|look| look(cx))));
+    let mut cx = Context::from_waker(waker);
+    match std::pin::pin!(tokio::task::unconstrained(once)).poll(&mut cx) {
+        Poll::Ready(Some(looked)) => looked,
+        _ => unreachable!("a poll_fn that is ready at once, polled once"),
     }
 }
