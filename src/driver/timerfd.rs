@@ -224,6 +224,21 @@ fn add(at: Timespec, wait: Duration) -> Timespec {
     }
 }
 
+/// Runs `look` with `waker`'s context outside tokio's coop budget. The
+/// caller may be a task that has spent its budget (a loop over sleeps
+/// already due), and a budget refusal in `poll_read_ready` would wake
+/// `waker` on the spot, instead of registering it: the alarm's waker,
+/// which runs a pass and takes the shard lock the caller holds.
+fn outside_budget<R>(waker: &Waker, look: impl FnOnce(&mut Context<'_>) -> R) -> R {
+    let mut look = Some(look);
+    let once = std::future::poll_fn(|cx| Poll::Ready(look.take().map(|look| look(cx))));
+    let mut cx = Context::from_waker(waker);
+    match std::pin::pin!(tokio::task::unconstrained(once)).poll(&mut cx) {
+        Poll::Ready(Some(looked)) => looked,
+        _ => unreachable!("a poll_fn that is ready at once, polled once"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -266,20 +281,5 @@ mod tests {
         assert_eq!((sum.tv_sec, sum.tv_nsec), (7, 1));
         let far = add(at, Duration::MAX);
         assert_eq!(far.tv_sec, i64::MAX);
-    }
-}
-
-/// Runs `look` with `waker`'s context outside tokio's coop budget. The
-/// caller may be a task that has spent its budget (a loop over sleeps
-/// already due), and a budget refusal in `poll_read_ready` would wake
-/// `waker` on the spot, instead of registering it: the alarm's waker,
-/// which runs a pass and takes the shard lock the caller holds.
-fn outside_budget<R>(waker: &Waker, look: impl FnOnce(&mut Context<'_>) -> R) -> R {
-    let mut look = Some(look);
-    let once = std::future::poll_fn(|cx| Poll::Ready(look.take().map(|look| look(cx))));
-    let mut cx = Context::from_waker(waker);
-    match std::pin::pin!(tokio::task::unconstrained(once)).poll(&mut cx) {
-        Poll::Ready(Some(looked)) => looked,
-        _ => unreachable!("a poll_fn that is ready at once, polled once"),
     }
 }
