@@ -96,6 +96,25 @@ mod tests {
         });
     }
 
+    /// The driver may lag the clock by more than a millisecond (the clock
+    /// moved, and the runtime has not parked since): the grid point is the
+    /// last millisecond it processed, found further back.
+    #[test]
+    fn a_driver_behind_the_clock_is_found_where_it_is() {
+        paused().block_on(async {
+            let start = Instant::now();
+            // The first poll of `advance` moves the clock; the driver
+            // processes it only when the task yields, which it does not.
+            let mut advance = std::pin::pin!(tokio::time::advance(Duration::from_micros(5_300)));
+            let _ = advance
+                .as_mut()
+                .poll(&mut Context::from_waker(Waker::noop()));
+            let now = Instant::now();
+            assert_eq!(now - start, Duration::from_micros(5_300));
+            assert_eq!(grid_point(now), Some(start));
+        });
+    }
+
     #[test]
     fn on_the_grid_it_is_now() {
         paused().block_on(async {
