@@ -404,3 +404,30 @@ fn a_callback_may_advance_a_timer_whose_callback_advances_this_one() {
         assert_eq!(ran.load(Ordering::SeqCst), 1);
     });
 }
+
+/// `Stats::passes` counts the passes run over the wheel: every advance
+/// that reaches a deadline runs at least one more, and a timer shut down
+/// runs none.
+#[test]
+fn passes_count_every_pass_and_none_after_shutdown() {
+    let timer = manual();
+    let _sleeps: Vec<_> = (1..=3)
+        .map(|n| common::registered(timer.sleep(ms(n))))
+        .collect();
+    assert_eq!(timer.stats().passes, 0, "no pass before any advance");
+    let mut before = 0;
+    for n in 1..=3 {
+        timer.advance(ms(1));
+        let stats = timer.stats();
+        assert_eq!(stats.fired, n);
+        assert!(stats.passes > before, "advance {n}: {stats}");
+        before = stats.passes;
+    }
+    timer.shutdown();
+    timer.advance(ms(1));
+    assert_eq!(
+        timer.stats().passes,
+        before,
+        "a pass counted after shutdown"
+    );
+}

@@ -11,7 +11,7 @@ use tokio_test::{assert_pending, assert_ready, task};
 use wheel::{Instant, Timer};
 
 mod common;
-use common::{ms, paused_rt, splitmix};
+use common::{guard, ms, paused_rt, splitmix, within};
 
 fn precise(tick: Duration) -> Timer {
     Timer::builder().tick(tick).precise().build().unwrap()
@@ -71,6 +71,28 @@ fn auto_advance_drives_a_precise_timer() {
         .await;
         assert!(slept.is_ok(), "tokio's clock never moved to the timer");
         assert_eq!(start.elapsed(), Duration::from_secs(3600));
+    });
+}
+
+/// A callback already due when scheduled runs at once, on a pass the
+/// precise alarm kicks onto the runtime, not when the clock next moves; and
+/// the timer goes on firing after it.
+#[test]
+fn a_callback_due_when_scheduled_runs_and_later_timers_still_fire() {
+    paused_rt_all().block_on(async {
+        let _guard = guard();
+        let timer = precise(Duration::from_micros(50));
+        tokio::time::advance(ms(10)).await;
+        let (ran, runs) = tokio::sync::oneshot::channel();
+        timer.schedule(Duration::ZERO, move || {
+            let _ = ran.send(());
+        });
+        let start = Instant::now();
+        within("a callback due when scheduled", ms(1), runs)
+            .await
+            .unwrap();
+        assert_eq!(Instant::now(), start, "it waited for the clock");
+        within("a sleep after it", ms(2), timer.sleep(ms(1))).await;
     });
 }
 

@@ -8,7 +8,7 @@ use tokio_test::{assert_pending, assert_ready, task};
 use wheel::Timer;
 
 mod common;
-use common::{manual, manual_ticking};
+use common::{manual, manual_ticking, ms};
 
 #[test]
 fn shutdown_hands_back_the_callbacks_that_never_ran() {
@@ -377,4 +377,42 @@ fn a_sleep_not_yet_due_at_shutdown_is_not_elapsed() {
         "due by the clock, so the next poll completes it"
     );
     assert_ready!(sleep.poll());
+}
+
+/// A sleep a full or shut-down timer refuses, whose deadline the clock has
+/// passed though no pass has reached it yet, completes at once; and
+/// `stats().fired` still counts what fired before (a completed sleep reset
+/// into the past counts one more, as it does on a timer with room).
+#[tokio::test(start_paused = true)]
+async fn a_due_sleep_a_full_or_shut_down_timer_refuses_completes_and_keeps_the_count() {
+    let _guard = common::guard();
+    let timer = Timer::builder().max_pending(1).build().unwrap();
+    let start = wheel::Instant::now();
+    common::within("a 1 ms sleep", ms(2), timer.sleep(ms(1))).await;
+    let mut far = task::spawn(timer.sleep(Duration::from_secs(3600)));
+    assert_pending!(far.poll());
+    let passes = timer.stats().passes;
+    tokio::time::advance(ms(10)).await;
+    assert_eq!(
+        timer.stats().passes,
+        passes,
+        "no pass: the alarm is an hour out"
+    );
+
+    // Full: refused, but due by the clock.
+    let mut due = task::spawn(timer.sleep_until(start + ms(5)));
+    assert_ready!(due.poll());
+    assert_eq!(timer.stats().fired, 1);
+    due.enter(|_, sleep| sleep.reset(start + ms(6)));
+    assert!(due.is_elapsed());
+    assert_eq!(timer.stats().fired, 2);
+
+    // Shut down: the same.
+    let _ = timer.shutdown();
+    let fired = timer.stats().fired;
+    let mut due = task::spawn(timer.sleep_until(start + ms(7)));
+    assert_ready!(due.poll());
+    due.enter(|_, sleep| sleep.reset(start + ms(8)));
+    assert!(due.is_elapsed());
+    assert_eq!(timer.stats().fired, fired + 1);
 }

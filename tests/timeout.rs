@@ -14,7 +14,7 @@ use wheel::error::Elapsed;
 use wheel::Instant;
 
 mod common;
-use common::{ms, paused_rt};
+use common::{guard, ms, paused_rt, within};
 
 /// A future that counts its polls and is ready, with that count, once opened.
 /// It arranges no wake-up of its own.
@@ -441,4 +441,44 @@ async fn a_future_that_spends_the_whole_budget_still_times_out() {
     });
     let out: Result<(), Elapsed> = wheel::timeout_at(past, busy).await;
     assert!(out.is_err());
+}
+
+/// A loop over timeouts that elapse at once spends tokio's budget through
+/// their delays, as tokio's `Timeout` does, so it yields to the runtime's
+/// other tasks. (The delay goes unbudgeted only when the inner future spent
+/// the last unit, which `pending` never does.)
+#[tokio::test(start_paused = true)]
+async fn a_loop_of_elapsed_timeouts_lets_other_tasks_run() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let _guard = guard();
+    let past = Instant::now();
+    within("a 1 ms sleep", ms(2), wheel::sleep(ms(1))).await;
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = ran.clone();
+    tokio::spawn(async move { flag.store(true, Ordering::SeqCst) });
+    let mut timeouts = 0;
+    while !ran.load(Ordering::SeqCst) {
+        let out = wheel::timeout_at(past, std::future::pending::<()>()).await;
+        assert!(out.is_err());
+        timeouts += 1;
+        assert!(timeouts <= 1000, "{timeouts} elapsed timeouts and no yield");
+    }
+}
+
+/// A deadline more than 292 years out (past what a `Sleep` keeps in 64
+/// bits) is still a deadline: the timeout registers, and expires when the
+/// clock gets there. Only a deadline that overflows means none.
+#[tokio::test(start_paused = true)]
+async fn a_timeout_three_centuries_out_registers_and_expires() {
+    let _guard = guard();
+    let far = Duration::from_secs(300 * 365 * 86_400);
+    let start = Instant::now();
+    let mut timeout = task::spawn(wheel::timeout(far, std::future::pending::<()>()));
+    assert_pending!(timeout.poll());
+    assert_eq!(wheel::Timer::current().stats().pending, 1, "not registered");
+    let out = within("a timeout 300 years out", far + ms(1), timeout).await;
+    assert!(out.is_err());
+    assert!(Instant::now() >= start + far);
 }

@@ -253,6 +253,31 @@ mod tests {
         });
     }
 
+    /// Only a runtime whose clock can be paused (a current-thread one)
+    /// keeps a tokio alarm beside the fd: on a multi-thread runtime it
+    /// would wake tokio's driver a second time for every deadline.
+    #[test]
+    fn only_a_current_thread_runtime_keeps_a_tokio_alarm_too() {
+        for workers in [0, 2] {
+            let mut builder = if workers == 0 {
+                tokio::runtime::Builder::new_current_thread()
+            } else {
+                let mut builder = tokio::runtime::Builder::new_multi_thread();
+                builder.worker_threads(workers);
+                builder
+            };
+            let rt = builder.enable_all().build().unwrap();
+            let keeps = rt.block_on(async {
+                let timer = crate::Timer::builder().precise().build().unwrap();
+                let shards = timer.driver().shards();
+                shards
+                    .iter()
+                    .all(|shard| shard.lock().alarm.keeps_tokio_alarm())
+            });
+            assert_eq!(keeps, workers == 0, "{workers} workers");
+        }
+    }
+
     #[test]
     fn adding_a_wait_carries_the_nanoseconds_and_saturates() {
         let at = Timespec {
