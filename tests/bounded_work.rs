@@ -61,6 +61,7 @@ impl Wake for Wakes {
 /// next turn wakes each overdue sleep once.
 #[test]
 fn a_poll_among_100_000_overdue_sleeps_wakes_no_one_else() {
+    let _guard = common::guard();
     let rt = paused_rt();
     let timer = rt.block_on(async { Timer::builder().build().unwrap() });
     let start = timer.now();
@@ -106,6 +107,7 @@ fn a_poll_among_100_000_overdue_sleeps_wakes_no_one_else() {
 /// registered then does not run it either.
 #[test]
 fn a_callback_due_at_once_runs_on_the_runtime_never_inline() {
+    let _guard = common::guard();
     let rt = paused_rt();
     let timer = rt.block_on(async { Timer::builder().build().unwrap() });
     let start = timer.now();
@@ -128,6 +130,7 @@ fn a_callback_due_at_once_runs_on_the_runtime_never_inline() {
 /// no one), and the timer holds itself no longer.
 #[test]
 fn a_runtime_shutting_down_with_callbacks_due_leaks_nothing() {
+    let _guard = common::guard();
     let rt = paused_rt();
     let token = Arc::new(());
     let (timer, handle) = rt.block_on(async {
@@ -149,6 +152,7 @@ fn a_runtime_shutting_down_with_callbacks_due_leaks_nothing() {
 /// the pass (a waker the pass wakes) sees what a reader after it sees.
 #[test]
 fn stats_fired_never_goes_down() {
+    let _guard = common::guard();
     struct Recorder(Timer, Mutex<Vec<u64>>);
     impl Wake for Recorder {
         fn wake(self: Arc<Self>) {
@@ -178,6 +182,7 @@ fn stats_fired_never_goes_down() {
 /// is counted and leaves no sleep unwoken.
 #[test]
 fn a_closure_panicking_on_drop_in_shutdown_leaves_no_sleep_unwoken() {
+    let _guard = common::guard();
     struct Bomb;
     impl Drop for Bomb {
         fn drop(&mut self) {

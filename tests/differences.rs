@@ -28,6 +28,7 @@ fn poll_once<F: Future + Unpin>(future: &mut F) -> Poll<F::Output> {
 /// panics only if polled outside a runtime before its deadline.
 #[test]
 fn a_sleep_made_outside_a_runtime_panics_only_when_polled_there() {
+    let _guard = common::guard();
     let made_by_tokio = std::panic::catch_unwind(|| tokio::time::sleep(ms(10)));
     assert!(made_by_tokio.is_err(), "tokio's panics at construction");
 
@@ -50,6 +51,7 @@ fn a_sleep_made_outside_a_runtime_panics_only_when_polled_there() {
 /// millisecond.
 #[test]
 fn a_zero_sleep_between_milliseconds_completes_at_its_first_poll() {
+    let _guard = common::guard();
     paused_rt().block_on(async {
         tokio::time::advance(us(300)).await;
         let mut tokio_sleep = task::spawn(tokio::time::sleep(Duration::ZERO));
@@ -63,6 +65,7 @@ fn a_zero_sleep_between_milliseconds_completes_at_its_first_poll() {
 /// on one millisecond of its grid, wake in the order they were registered.
 #[test]
 fn timers_due_within_a_millisecond_wake_in_deadline_order() {
+    let _guard = common::guard();
     /// Registers a late then an early sleep (`sleep` makes them), runs
     /// until both are done, and returns the order they completed in.
     fn order<S: Future<Output = ()> + Send + 'static>(
@@ -100,6 +103,7 @@ fn timers_due_within_a_millisecond_wake_in_deadline_order() {
 /// much per sleep. Never before its deadline.
 #[test]
 fn on_a_clock_off_tokios_grid_a_sleep_wakes_up_to_a_millisecond_after_tokios() {
+    let _guard = common::guard();
     paused_rt().block_on(async {
         tokio::time::advance(us(300)).await;
         // The default timer's grid starts here: at 0.3 ms.
@@ -127,6 +131,7 @@ fn on_a_clock_off_tokios_grid_a_sleep_wakes_up_to_a_millisecond_after_tokios() {
 /// one more per timer: the default timer's from its first use.
 #[test]
 fn each_timer_runs_a_task_that_runtime_metrics_count() {
+    let _guard = common::guard();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -153,6 +158,7 @@ fn each_timer_runs_a_task_that_runtime_metrics_count() {
 /// poll returns `Pending`, and the entry comes out on time.
 #[test]
 fn a_delay_queue_wakes_its_task_at_a_level_boundary_with_nothing_due() {
+    let _guard = common::guard();
     paused_rt().block_on(async {
         let mut queue = task::spawn(wheel::DelayQueue::new());
         queue.insert("due at 10 ms", ms(10));
@@ -172,6 +178,7 @@ fn a_delay_queue_wakes_its_task_at_a_level_boundary_with_nothing_due() {
 /// due and sleeps again.
 #[test]
 fn a_delay_queue_reset_to_later_wakes_nobody_until_the_old_deadline() {
+    let _guard = common::guard();
     paused_rt().block_on(async {
         let mut queue = task::spawn(wheel::DelayQueue::new());
         let key = queue.insert("moved", ms(5));
@@ -193,6 +200,7 @@ fn a_delay_queue_reset_to_later_wakes_nobody_until_the_old_deadline() {
 /// bytes: its wheel entry lives in the timer. tokio's is `!Unpin`, 112.
 #[test]
 fn a_sleep_is_unpin_and_small() {
+    let _guard = common::guard();
     fn unpin<T: Unpin>() {}
     unpin::<wheel::Sleep>();
     unpin::<wheel::Timeout<std::future::Ready<()>>>();

@@ -24,13 +24,28 @@ pub fn secs(n: u64) -> Duration {
 
 /// A current-thread runtime with timers and a paused clock, [`guard`]ed.
 pub fn paused_rt() -> Runtime {
-    guarded(
-        Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap(),
-    )
+    guarded(paused_unguarded())
+}
+
+/// [`paused_rt`], guarded by the watchdog alone: for a test that moves the
+/// paused clock past [`PAUSED_LIMIT`] itself (the model's jumps of
+/// centuries), polling its timers rather than awaiting them.
+pub fn paused_rt_far() -> Runtime {
+    let rt = paused_unguarded();
+    let watchdog = watchdog(this_test(), WALL_LIMIT);
+    rt.spawn(async move {
+        let _watchdog = watchdog;
+        std::future::pending::<()>().await
+    });
+    rt
+}
+
+fn paused_unguarded() -> Runtime {
+    Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap()
 }
 
 /// A timer on a manual clock, with the default geometry.
@@ -240,16 +255,19 @@ impl Drop for Guard {
     }
 }
 
-/// Guards every `block_on` of `rt` for as long as it lives (see [`guard`]):
-/// the guard lives in a task, dropped with the runtime.
+/// Guards every `block_on` of `rt` for as long as it lives (see [`guard`]),
+/// with one task, dropped with the runtime.
 fn guarded(rt: Runtime) -> Runtime {
-    let guard = {
+    let what = this_test();
+    let limit = {
         let _in = rt.enter();
-        guard()
+        tokio::time::Instant::now() + PAUSED_LIMIT
     };
+    let watchdog = watchdog(what.clone(), WALL_LIMIT);
     rt.spawn(async move {
-        let _guard = guard;
-        std::future::pending::<()>().await
+        let _watchdog = watchdog;
+        tokio::time::sleep_until(limit).await;
+        hung(&what, "tokio's clock reached the paused limit")
     });
     rt
 }
