@@ -203,6 +203,7 @@ mod tests {
 
     #[test]
     fn the_cache_does_not_keep_a_shut_down_runtimes_timer_alive() {
+        let _watchdog = crate::driver::tests::watchdog();
         // A thread of its own, so its cache starts empty and ends with this.
         std::thread::spawn(|| {
             let rt = tokio::runtime::Builder::new_current_thread()
@@ -229,6 +230,7 @@ mod tests {
 
     #[test]
     fn a_worker_binds_without_asking_tokio_once_it_has_asked() {
+        let _watchdog = crate::driver::tests::watchdog();
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_time()
@@ -254,6 +256,7 @@ mod tests {
     /// clock, say) gets that runtime's timer there, and its own outside.
     #[test]
     fn a_current_thread_task_entering_another_runtime_gets_that_runtimes_timer() {
+        let _watchdog = crate::driver::tests::watchdog();
         let rt = |paused| {
             tokio::runtime::Builder::new_current_thread()
                 .enable_time()

@@ -221,7 +221,7 @@ fn add(at: Timespec, wait: Duration) -> Timespec {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 
@@ -230,6 +230,7 @@ mod tests {
     /// real clock, a registration arms the fd too.
     #[test]
     fn on_a_current_thread_runtime_a_registration_arms_the_timerfd() {
+        let _watchdog = crate::driver::tests::watchdog();
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -258,6 +259,7 @@ mod tests {
     /// would wake tokio's driver a second time for every deadline.
     #[test]
     fn only_a_current_thread_runtime_keeps_a_tokio_alarm_too() {
+        let _watchdog = crate::driver::tests::watchdog();
         for workers in [0, 2] {
             let mut builder = if workers == 0 {
                 tokio::runtime::Builder::new_current_thread()
