@@ -212,7 +212,11 @@ mod tests {
                 .build()
                 .unwrap();
             let (timer, shard) = rt.block_on(async {
-                crate::sleep(std::time::Duration::from_millis(1)).await;
+                // Under tokio's timeout: a sleep never fired fails at once.
+                let slept = crate::sleep(std::time::Duration::from_millis(1));
+                tokio::time::timeout(std::time::Duration::from_secs(1), slept)
+                    .await
+                    .expect("never completed: a 1 ms sleep");
                 let timer = current().unwrap();
                 (
                     Arc::downgrade(timer.driver_arc()),
@@ -230,7 +234,6 @@ mod tests {
 
     #[test]
     fn a_worker_binds_without_asking_tokio_once_it_has_asked() {
-        let _watchdog = crate::driver::tests::watchdog();
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_time()
@@ -256,7 +259,6 @@ mod tests {
     /// clock, say) gets that runtime's timer there, and its own outside.
     #[test]
     fn a_current_thread_task_entering_another_runtime_gets_that_runtimes_timer() {
-        let _watchdog = crate::driver::tests::watchdog();
         let rt = |paused| {
             tokio::runtime::Builder::new_current_thread()
                 .enable_time()

@@ -21,7 +21,7 @@ fn limit_generations(timer: &Timer, bits: u32) {
     shards[0].lock().wheel = wheel;
 }
 
-/// Fails the run, naming the test, should it still be running after 20 s
+/// Fails the run, naming the test, should it still be running after 10 s
 /// (each takes milliseconds): a broken pass leaves `advance` going
 /// round for ever, or a sleep never woken, and the run would hang with no
 /// word of which test. It cannot make the test panic, so the process
@@ -34,12 +34,12 @@ pub(super) fn watchdog() -> std::sync::mpsc::Sender<()> {
         .to_owned();
     let (stand_down, told) = channel::<()>();
     std::thread::spawn(move || {
-        if let Err(RecvTimeoutError::Timeout) = told.recv_timeout(Duration::from_secs(20)) {
+        if let Err(RecvTimeoutError::Timeout) = told.recv_timeout(Duration::from_secs(10)) {
             use std::io::Write;
             // Not `eprintln!`: libtest captures it, and the exit loses it.
             let _ = writeln!(
                 std::io::stderr(),
-                "never completed: {what} (watchdog: 20 s)"
+                "never completed: {what} (watchdog: 10 s)"
             );
             std::process::exit(101);
         }
