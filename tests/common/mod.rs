@@ -154,9 +154,9 @@ pub fn splitmix(state: &mut u64) -> u64 {
 // leaves a paused-clock runtime with no tokio timer to auto-advance to, so
 // it parks for good; a real-time test just waits.
 
-/// Paused time a guarded test may take. Far beyond any test's own waits
-/// (the longest sleep 30 years), and nothing to auto-advance through: the
-/// paused clock jumps there at once when nothing else is left.
+/// Paused time a guarded test may take: far beyond any test's own waits
+/// (the longest, a timeout 300 years out). When nothing else is left, the
+/// paused clock jumps there at once.
 pub const PAUSED_LIMIT: Duration = Duration::from_secs(1000 * 365 * 86_400);
 
 /// Real time a guarded test may take before its watchdog fails it. The
@@ -203,15 +203,9 @@ fn this_test() -> String {
 /// the run after [`WALL_LIMIT`] of real time and, called inside a runtime,
 /// a task that fails it after [`PAUSED_LIMIT`] of that runtime's time (on
 /// a paused clock, the moment nothing else is left to run). Dropped, it
-/// stands down. `let _guard = guard();` first thing in a test.
+/// stands down. `let _guard = common::guard();` first thing in a test.
 #[must_use = "the guard stands down when dropped"]
 pub fn guard() -> Guard {
-    guard_for(WALL_LIMIT)
-}
-
-/// [`guard`], for a test that may take up to `wall` of real time.
-#[must_use = "the guard stands down when dropped"]
-pub fn guard_for(wall: Duration) -> Guard {
     let what = this_test();
     let task = tokio::runtime::Handle::try_current().ok().map(|rt| {
         let what = what.clone();
@@ -224,7 +218,7 @@ pub fn guard_for(wall: Duration) -> Guard {
         .abort_handle()
     });
     Guard {
-        _watchdog: watchdog(what, wall),
+        _watchdog: watchdog(what, WALL_LIMIT),
         task,
     }
 }
