@@ -254,6 +254,35 @@ mod tests {
         });
     }
 
+    /// A paused clock that has moved off the real one leaves the fd
+    /// disarmed: armed, it would fire on real time, into passes that find
+    /// nothing due on the paused clock, and again each time it was re-armed.
+    #[test]
+    fn on_a_paused_clock_off_the_real_one_a_registration_leaves_the_timerfd_disarmed() {
+        let _watchdog = crate::driver::tests::watchdog();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            tokio::time::advance(Duration::from_secs(3600)).await;
+            let timer = crate::Timer::builder()
+                .tick(Duration::from_micros(50))
+                .precise()
+                .build()
+                .unwrap();
+            let mut sleep = tokio_test::task::spawn(timer.sleep(Duration::from_secs(10)));
+            tokio_test::assert_pending!(sleep.poll());
+            let armed = timer
+                .driver()
+                .shards()
+                .iter()
+                .any(|shard| shard.lock().alarm.is_timerfd_armed());
+            assert!(!armed, "armed on real time for a paused clock's deadline");
+        });
+    }
+
     /// Only a runtime whose clock can be paused (a current-thread one)
     /// keeps a tokio alarm beside the fd: on a multi-thread runtime it
     /// would wake tokio's driver a second time for every deadline.
