@@ -211,3 +211,28 @@ fn a_closure_panicking_on_drop_in_shutdown_leaves_no_sleep_unwoken() {
         "the other closure was not dropped"
     );
 }
+
+/// A registration due at the very tick the shard has promised a pass for
+/// reads no clock (only a new earliest deadline does, since it must re-arm
+/// the alarm): overdue, it is registered, and completes with that pass,
+/// counted fired like the sleep that set the promise. A server's many
+/// timeouts due at the earliest tick so cost no clock read each.
+#[test]
+fn a_sleep_due_at_the_promised_tick_reads_no_clock_and_fires_with_the_pass() {
+    let _guard = common::guard();
+    let rt = paused_rt();
+    let timer = rt.block_on(async { Timer::builder().build().unwrap() });
+    let deadline = timer.now() + us(500);
+    let mut first = timer.sleep_until(deadline);
+    assert!(poll_once(&mut first, Waker::noop()).is_pending());
+    move_clock(&rt, us(1000));
+    let mut second = timer.sleep_until(deadline);
+    assert!(
+        poll_once(&mut second, Waker::noop()).is_pending(),
+        "read the clock and completed at once"
+    );
+    run_timers(&rt);
+    assert!(poll_once(&mut first, Waker::noop()).is_ready());
+    assert!(poll_once(&mut second, Waker::noop()).is_ready());
+    assert_eq!(timer.stats().fired, 2);
+}
