@@ -499,3 +499,50 @@ fn a_deferred_callback_is_handed_back_by_shutdown() {
     }
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 }
+
+/// A runtime timer with no handle left holds itself while callbacks are
+/// pending, and lets go after the last: each runs, though they fire in
+/// separate passes, and then the timer is freed (its sentinel task ends).
+#[tokio::test(start_paused = true)]
+async fn a_timer_with_no_handle_left_runs_each_callback_then_frees_itself() {
+    let _guard = common::guard();
+    let metrics = tokio::runtime::Handle::current().metrics();
+    tokio::task::yield_now().await;
+    let base = metrics.num_alive_tasks();
+    let (runs, make) = counter();
+    {
+        let timer = Timer::builder().build().unwrap();
+        timer.schedule(Duration::from_millis(5), make());
+        timer.schedule(Duration::from_millis(10), make());
+    }
+    assert_eq!(metrics.num_alive_tasks(), base + 1, "the sentinel");
+    tokio::time::sleep(Duration::from_millis(6)).await;
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        2,
+        "freed before its last callback"
+    );
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(
+        metrics.num_alive_tasks(),
+        base,
+        "kept alive after its last callback"
+    );
+}
+
+/// A manual timer never holds itself: dropped with callbacks pending (no
+/// runtime will ever run them), it frees them.
+#[test]
+fn a_manual_timer_dropped_with_callbacks_pending_frees_them() {
+    let _guard = common::guard();
+    let held = Arc::new(());
+    let timer = manual();
+    let in_callback = held.clone();
+    drop(timer.schedule(Duration::from_secs(1), move || drop(in_callback)));
+    drop(timer);
+    assert_eq!(Arc::strong_count(&held), 1, "the callback was kept");
+}

@@ -434,3 +434,24 @@ async fn a_due_sleep_a_full_or_shut_down_timer_refuses_completes_and_keeps_the_c
     assert!(due.is_elapsed());
     assert_eq!(timer.stats().fired, fired + 1);
 }
+
+/// Callbacks with one deadline are handed back in the order they were
+/// scheduled, whatever order the wheel holds them in.
+#[test]
+fn shutdown_hands_back_callbacks_of_one_deadline_in_scheduling_order() {
+    let _guard = common::guard();
+    let timer = manual();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let _handles: Vec<_> = (0..4)
+        .map(|n| {
+            let order = order.clone();
+            timer.schedule(Duration::from_secs(1), move || {
+                order.lock().unwrap().push(n);
+            })
+        })
+        .collect();
+    for callback in timer.shutdown().callbacks {
+        callback.run();
+    }
+    assert_eq!(*order.lock().unwrap(), [0, 1, 2, 3]);
+}
