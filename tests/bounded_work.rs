@@ -236,3 +236,24 @@ fn a_sleep_due_at_the_promised_tick_reads_no_clock_and_fires_with_the_pass() {
     assert!(poll_once(&mut second, Waker::noop()).is_ready());
     assert_eq!(timer.stats().fired, 2);
 }
+
+/// The same for a reset to the promised tick: it reads no clock, and the
+/// sleep fires with the pass.
+#[test]
+fn a_sleep_reset_to_the_promised_tick_reads_no_clock_and_fires_with_the_pass() {
+    let _guard = common::guard();
+    let rt = paused_rt();
+    let timer = rt.block_on(async { Timer::builder().build().unwrap() });
+    let deadline = timer.now() + us(500);
+    let mut first = timer.sleep_until(deadline);
+    assert!(poll_once(&mut first, Waker::noop()).is_pending());
+    let mut second = timer.sleep_until(deadline + us(5000));
+    assert!(poll_once(&mut second, Waker::noop()).is_pending());
+    move_clock(&rt, us(1000));
+    Pin::new(&mut second).reset(deadline);
+    assert!(!second.is_elapsed(), "read the clock and fired at once");
+    run_timers(&rt);
+    assert!(poll_once(&mut first, Waker::noop()).is_ready());
+    assert!(poll_once(&mut second, Waker::noop()).is_ready());
+    assert_eq!(timer.stats().fired, 2);
+}
