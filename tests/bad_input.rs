@@ -63,6 +63,7 @@ fn rounded_up(origin: Instant, tick: Duration, deadline: Instant) -> Instant {
 
 #[tokio::test(start_paused = true)]
 async fn duration_zero_completes_on_the_first_poll_and_registers_nothing() {
+    let _guard = common::guard();
     for slots in [2, 64] {
         let timer = Timer::builder()
             .tick(ms(3))
@@ -103,6 +104,7 @@ async fn duration_zero_completes_on_the_first_poll_and_registers_nothing() {
 
 #[tokio::test(start_paused = true)]
 async fn duration_max_waits_thirty_years_on_every_geometry_then_fires_not_before() {
+    let _guard = common::guard();
     let geometries = [
         (Duration::from_nanos(1), 2),
         (ms(1), 4),
@@ -154,6 +156,7 @@ async fn duration_max_waits_thirty_years_on_every_geometry_then_fires_not_before
 
 #[tokio::test(start_paused = true)]
 async fn deadlines_far_in_the_past_complete_on_the_first_poll() {
+    let _guard = common::guard();
     time::advance(secs(10)).await;
     let timer = Timer::builder()
         .tick(ms(10))
@@ -200,6 +203,7 @@ async fn deadlines_far_in_the_past_complete_on_the_first_poll() {
 /// (here, 100 years early).
 #[tokio::test(start_paused = true)]
 async fn deadlines_beyond_the_wheels_range_never_fire_and_never_early() {
+    let _guard = common::guard();
     let timer = Timer::builder()
         .tick(Duration::from_nanos(1))
         .slots_per_level(2)
@@ -244,6 +248,7 @@ async fn deadlines_beyond_the_wheels_range_never_fire_and_never_early() {
 
 #[tokio::test(start_paused = true)]
 async fn resetting_an_elapsed_sleep_sleeps_again_until_the_new_deadline() {
+    let _guard = common::guard();
     let timer = Timer::builder().tick(ms(5)).build().unwrap();
     let start = Instant::now();
 
@@ -290,12 +295,14 @@ async fn resetting_an_elapsed_sleep_sleeps_again_until_the_new_deadline() {
 #[tokio::test(start_paused = true)]
 #[should_panic(expected = "`period` must be non-zero.")]
 async fn a_zero_interval_period_panics_at_the_caller() {
+    let _guard = common::guard();
     let timer = Timer::builder().build().unwrap();
     let _ = timer.interval_at(Instant::now(), Duration::ZERO);
 }
 
 #[test]
 fn a_shut_down_timer_answers_and_fails_loudly_instead_of_hanging_or_completing_early() {
+    let _guard = common::guard();
     let rt = paused_rt();
     let (timer, mut pending_sleep, mut fired, mut fired_then_past) = rt.block_on(async {
         let timer = Timer::builder().build().unwrap();
@@ -354,6 +361,7 @@ fn a_shut_down_timer_answers_and_fails_loudly_instead_of_hanging_or_completing_e
 
 #[tokio::test(start_paused = true)]
 async fn dropping_every_timer_handle_while_futures_wait_loses_none() {
+    let _guard = common::guard();
     let timer = Timer::builder()
         .tick(ms(10))
         .slots_per_level(4)
@@ -388,6 +396,7 @@ async fn dropping_every_timer_handle_while_futures_wait_loses_none() {
 
 #[tokio::test(start_paused = true)]
 async fn a_panicking_waker_on_any_wake_path_leaves_the_driver_serving() {
+    let _guard = common::guard();
     let timer = Timer::builder().tick(ms(1)).build().unwrap();
     let (bomb, bomb_waker) = bomb();
 
@@ -435,6 +444,7 @@ async fn a_panicking_waker_on_any_wake_path_leaves_the_driver_serving() {
 
 #[test]
 fn a_panicking_waker_woken_by_shutdown_does_not_break_the_shutdown() {
+    let _guard = common::guard();
     let rt = paused_rt();
     let (bomb, bomb_waker) = bomb();
     let (timer, mut doomed, mut other) = rt.block_on(async {

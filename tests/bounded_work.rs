@@ -61,6 +61,7 @@ impl Wake for Wakes {
 /// next turn wakes each overdue sleep once.
 #[test]
 fn a_poll_among_100_000_overdue_sleeps_wakes_no_one_else() {
+    let _guard = common::guard();
     let rt = paused_rt();
     let timer = rt.block_on(async { Timer::builder().build().unwrap() });
     let start = timer.now();
@@ -106,6 +107,7 @@ fn a_poll_among_100_000_overdue_sleeps_wakes_no_one_else() {
 /// registered then does not run it either.
 #[test]
 fn a_callback_due_at_once_runs_on_the_runtime_never_inline() {
+    let _guard = common::guard();
     let rt = paused_rt();
     let timer = rt.block_on(async { Timer::builder().build().unwrap() });
     let start = timer.now();
@@ -130,6 +132,7 @@ fn a_callback_due_at_once_runs_on_the_runtime_never_inline() {
 /// no one), and the timer holds itself no longer.
 #[test]
 fn a_runtime_shutting_down_with_callbacks_due_leaks_nothing() {
+    let _guard = common::guard();
     let rt = paused_rt();
     let token = Arc::new(());
     let (timer, handle) = rt.block_on(async {
@@ -151,6 +154,7 @@ fn a_runtime_shutting_down_with_callbacks_due_leaks_nothing() {
 /// the pass (a waker the pass wakes) sees what a reader after it sees.
 #[test]
 fn stats_fired_never_goes_down() {
+    let _guard = common::guard();
     struct Recorder(Timer, Mutex<Vec<u64>>);
     impl Wake for Recorder {
         fn wake(self: Arc<Self>) {
@@ -180,6 +184,7 @@ fn stats_fired_never_goes_down() {
 /// is counted and leaves no sleep unwoken.
 #[test]
 fn a_closure_panicking_on_drop_in_shutdown_leaves_no_sleep_unwoken() {
+    let _guard = common::guard();
     struct Bomb;
     impl Drop for Bomb {
         fn drop(&mut self) {
@@ -207,4 +212,50 @@ fn a_closure_panicking_on_drop_in_shutdown_leaves_no_sleep_unwoken() {
         1,
         "the other closure was not dropped"
     );
+}
+
+/// A registration due at the very tick the shard has promised a pass for
+/// reads no clock (only a new earliest deadline does, since it must re-arm
+/// the alarm): overdue, it is registered, and completes with that pass,
+/// counted fired like the sleep that set the promise. A server's many
+/// timeouts due at the earliest tick so cost no clock read each.
+#[test]
+fn a_sleep_due_at_the_promised_tick_reads_no_clock_and_fires_with_the_pass() {
+    let _guard = common::guard();
+    let rt = paused_rt();
+    let timer = rt.block_on(async { Timer::builder().build().unwrap() });
+    let deadline = timer.now() + us(500);
+    let mut first = timer.sleep_until(deadline);
+    assert!(poll_once(&mut first, Waker::noop()).is_pending());
+    move_clock(&rt, us(1000));
+    let mut second = timer.sleep_until(deadline);
+    assert!(
+        poll_once(&mut second, Waker::noop()).is_pending(),
+        "read the clock and completed at once"
+    );
+    run_timers(&rt);
+    assert!(poll_once(&mut first, Waker::noop()).is_ready());
+    assert!(poll_once(&mut second, Waker::noop()).is_ready());
+    assert_eq!(timer.stats().fired, 2);
+}
+
+/// The same for a reset to the promised tick: it reads no clock, and the
+/// sleep fires with the pass.
+#[test]
+fn a_sleep_reset_to_the_promised_tick_reads_no_clock_and_fires_with_the_pass() {
+    let _guard = common::guard();
+    let rt = paused_rt();
+    let timer = rt.block_on(async { Timer::builder().build().unwrap() });
+    let deadline = timer.now() + us(500);
+    let mut first = timer.sleep_until(deadline);
+    assert!(poll_once(&mut first, Waker::noop()).is_pending());
+    let mut second = timer.sleep_until(deadline + us(5000));
+    assert!(poll_once(&mut second, Waker::noop()).is_pending());
+    move_clock(&rt, us(1000));
+    Pin::new(&mut second).reset(deadline);
+    assert!(!second.is_elapsed(), "read the clock and fired at once");
+    run_timers(&rt);
+    assert!(poll_once(&mut first, Waker::noop()).is_ready());
+    assert!(poll_once(&mut second, Waker::noop()).is_ready());
+    assert_eq!(timer.stats().fired, 2);
 }

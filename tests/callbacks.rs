@@ -26,6 +26,7 @@ fn counter() -> (Arc<AtomicU32>, impl Fn() -> Box<dyn FnOnce() + Send>) {
 
 #[test]
 fn a_callback_runs_at_its_deadline_not_before() {
+    let _guard = common::guard();
     let timer = manual();
     let (runs, make) = counter();
     let handle = timer.schedule(Duration::from_millis(10), make());
@@ -41,6 +42,7 @@ fn a_callback_runs_at_its_deadline_not_before() {
 
 #[test]
 fn callbacks_run_in_deadline_order() {
+    let _guard = common::guard();
     let timer = manual();
     let order = Arc::new(Mutex::new(Vec::new()));
     for ms in [30u64, 10, 20, 10, 5000, 1] {
@@ -55,6 +57,7 @@ fn callbacks_run_in_deadline_order() {
 
 #[test]
 fn cancel_is_true_only_when_it_stopped_the_run() {
+    let _guard = common::guard();
     let timer = manual();
     let (runs, make) = counter();
     let cancelled = timer.schedule(Duration::from_secs(1), make());
@@ -73,6 +76,7 @@ fn cancel_is_true_only_when_it_stopped_the_run() {
 
 #[test]
 fn callbacks_cancelled_long_after_scheduling_never_run() {
+    let _guard = common::guard();
     // One deadline, so each entry has neighbours, and the oldest cancelled
     // first: the wheel unlinks those in batches, after dropping the closure.
     let timer = manual();
@@ -94,6 +98,7 @@ fn callbacks_cancelled_long_after_scheduling_never_run() {
 
 #[test]
 fn a_panicking_callback_is_contained_and_counted() {
+    let _guard = common::guard();
     let timer = manual();
     let (runs, make) = counter();
     timer.schedule(Duration::from_millis(1), make());
@@ -116,6 +121,7 @@ fn a_panicking_callback_is_contained_and_counted() {
 
 #[test]
 fn a_past_deadline_runs_at_the_next_tick_not_inline() {
+    let _guard = common::guard();
     let timer = manual();
     let (runs, make) = counter();
     let past = timer.now();
@@ -128,6 +134,7 @@ fn a_past_deadline_runs_at_the_next_tick_not_inline() {
 
 #[test]
 fn a_callback_may_schedule_and_cancel_on_its_own_timer() {
+    let _guard = common::guard();
     let timer = manual();
     let (runs, make) = counter();
     let victim = Arc::new(timer.schedule(Duration::from_millis(20), make()));
@@ -151,6 +158,7 @@ fn a_callback_may_schedule_and_cancel_on_its_own_timer() {
 
 #[test]
 fn advancing_from_inside_a_callback_fires_what_becomes_due() {
+    let _guard = common::guard();
     let timer = manual();
     let (runs, make) = counter();
     timer.schedule(Duration::from_millis(50), make());
@@ -164,6 +172,7 @@ fn advancing_from_inside_a_callback_fires_what_becomes_due() {
 
 #[tokio::test(start_paused = true)]
 async fn callbacks_run_on_a_runtime_timer_without_any_handle_left() {
+    let _guard = common::guard();
     let (runs, make) = counter();
     {
         let timer = Timer::builder().build().unwrap();
@@ -178,6 +187,7 @@ async fn callbacks_run_on_a_runtime_timer_without_any_handle_left() {
 
 #[tokio::test(start_paused = true)]
 async fn a_callback_timer_frees_itself_once_its_callbacks_are_done() {
+    let _guard = common::guard();
     let timer = Timer::builder().build().unwrap();
     let weak = {
         let (runs, make) = counter();
@@ -194,6 +204,7 @@ async fn a_callback_timer_frees_itself_once_its_callbacks_are_done() {
 
 #[test]
 fn callbacks_from_many_threads_run_exactly_once() {
+    let _guard = common::guard();
     let timer = manual();
     let (runs, make) = counter();
     let make = Arc::new(Mutex::new(make));
@@ -220,6 +231,7 @@ fn callbacks_from_many_threads_run_exactly_once() {
 
 #[test]
 fn a_callback_sees_the_time_it_was_due_at() {
+    let _guard = common::guard();
     let timer = manual_ticking(Duration::from_millis(10));
     let start = timer.now();
     let seen = Arc::new(Mutex::new(Vec::new()));
@@ -242,6 +254,7 @@ fn a_callback_sees_the_time_it_was_due_at() {
 /// lock the callback takes, and has no handle yet).
 #[tokio::test(start_paused = true)]
 async fn a_due_callback_never_runs_inside_schedule() {
+    let _guard = common::guard();
     let timer = Timer::builder().build().unwrap();
     tokio::time::advance(Duration::from_millis(10)).await;
     let ran = Arc::new(AtomicU32::new(0));
@@ -260,6 +273,7 @@ async fn a_due_callback_never_runs_inside_schedule() {
 
 #[test]
 fn a_running_callback_never_finds_more_callbacks_counted_than_pending() {
+    let _guard = common::guard();
     // 40 due at once: a first batch of 32 runs mid-pass, then the rest.
     let timer = manual();
     let seen = Arc::new(Mutex::new(Vec::new()));
@@ -285,6 +299,7 @@ fn a_running_callback_never_finds_more_callbacks_counted_than_pending() {
 
 #[test]
 fn a_callback_cancels_a_sibling_due_in_the_same_pass() {
+    let _guard = common::guard();
     // Netty's "the success cancels its retry", both due in one pass: the
     // driver has taken the second out of the wheel with the first, in one
     // batch, but not yet run it.
@@ -317,6 +332,7 @@ fn a_callback_cancels_a_sibling_due_in_the_same_pass() {
 
 #[test]
 fn cancelling_a_sibling_that_already_ran_in_the_same_pass_is_too_late() {
+    let _guard = common::guard();
     // The other order: the sibling ran first, so there is nothing to stop.
     let timer = manual();
     let (ran, count) = counter();
@@ -339,6 +355,7 @@ fn cancelling_a_sibling_that_already_ran_in_the_same_pass_is_too_late() {
 
 #[tokio::test(start_paused = true)]
 async fn a_runtime_timers_callback_cancels_a_sibling_due_in_the_same_pass() {
+    let _guard = common::guard();
     // Fired by the alarm, not by `advance`: the same batch, the same rule.
     let timer = Timer::builder().build().unwrap();
     let (ran, count) = counter();
@@ -363,6 +380,7 @@ async fn a_runtime_timers_callback_cancels_a_sibling_due_in_the_same_pass() {
 /// timer, the timer's hold on itself) behind for good.
 #[test]
 fn a_closure_whose_drop_panics_is_still_uncounted_when_cancelled() {
+    let _guard = common::guard();
     struct Bomb;
     impl Drop for Bomb {
         fn drop(&mut self) {
@@ -390,6 +408,7 @@ fn a_closure_whose_drop_panics_is_still_uncounted_when_cancelled() {
 /// with a busy worker; the callback must wait for it.
 #[test]
 fn a_due_callback_never_runs_inside_an_unrelated_sleeps_poll() {
+    let _guard = common::guard();
     use std::sync::atomic::AtomicBool;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
@@ -444,6 +463,7 @@ fn a_due_callback_never_runs_inside_an_unrelated_sleeps_poll() {
 /// is handed back, as one still in the wheel is, and counts as cancelled.
 #[test]
 fn a_deferred_callback_is_handed_back_by_shutdown() {
+    let _guard = common::guard();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
@@ -478,4 +498,51 @@ fn a_deferred_callback_is_handed_back_by_shutdown() {
         callback.run();
     }
     assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
+/// A runtime timer with no handle left holds itself while callbacks are
+/// pending, and lets go after the last: each runs, though they fire in
+/// separate passes, and then the timer is freed (its sentinel task ends).
+#[tokio::test(start_paused = true)]
+async fn a_timer_with_no_handle_left_runs_each_callback_then_frees_itself() {
+    let _guard = common::guard();
+    let metrics = tokio::runtime::Handle::current().metrics();
+    tokio::task::yield_now().await;
+    let base = metrics.num_alive_tasks();
+    let (runs, make) = counter();
+    {
+        let timer = Timer::builder().build().unwrap();
+        timer.schedule(Duration::from_millis(5), make());
+        timer.schedule(Duration::from_millis(10), make());
+    }
+    assert_eq!(metrics.num_alive_tasks(), base + 1, "the sentinel");
+    tokio::time::sleep(Duration::from_millis(6)).await;
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        2,
+        "freed before its last callback"
+    );
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(
+        metrics.num_alive_tasks(),
+        base,
+        "kept alive after its last callback"
+    );
+}
+
+/// A manual timer never holds itself: dropped with callbacks pending (no
+/// runtime will ever run them), it frees them.
+#[test]
+fn a_manual_timer_dropped_with_callbacks_pending_frees_them() {
+    let _guard = common::guard();
+    let held = Arc::new(());
+    let timer = manual();
+    let in_callback = held.clone();
+    drop(timer.schedule(Duration::from_secs(1), move || drop(in_callback)));
+    drop(timer);
+    assert_eq!(Arc::strong_count(&held), 1, "the callback was kept");
 }

@@ -25,6 +25,7 @@ use common::{drain_queue, ms, poll_queue};
 /// documented `Ready(None)`.
 #[tokio::test(start_paused = true)]
 async fn tokio_4161_ready_none_once_the_last_entry_is_removed() {
+    let _guard = common::guard();
     let mut queue = task::spawn(DelayQueue::new());
     let key = queue.insert(0, Duration::from_secs(10));
     assert_pending!(poll_queue(&mut queue));
@@ -43,6 +44,7 @@ async fn tokio_4161_ready_none_once_the_last_entry_is_removed() {
 /// `poll_expired`, which then slept until the removed entry's deadline.
 #[tokio::test(start_paused = true)]
 async fn tokio_6751_removing_the_last_entry_wakes_the_waiting_task() {
+    let _guard = common::guard();
     let mut queue = task::spawn(DelayQueue::new());
     let a = queue.insert("a", Duration::from_secs(100));
     let b = queue.insert("b", Duration::from_secs(200));
@@ -63,6 +65,7 @@ async fn tokio_6751_removing_the_last_entry_wakes_the_waiting_task() {
 /// before the entry's 100 s deadline.
 #[tokio::test(start_paused = true)]
 async fn tokio_6751_a_consumer_task_sees_the_removal() {
+    let _guard = common::guard();
     let mut queue = DelayQueue::new();
     let key = queue.insert("foo", Duration::from_secs(100));
     let consumer = Arc::new(Mutex::new(queue));
@@ -88,6 +91,7 @@ async fn tokio_6751_a_consumer_task_sees_the_removal() {
 /// stayed armed for the old deadline).
 #[tokio::test(start_paused = true)]
 async fn tokio_8274_reset_into_the_past_wakes_and_is_ready_at_once() {
+    let _guard = common::guard();
     let mut queue = task::spawn(DelayQueue::new());
     let key = queue.insert("late", Duration::from_secs(60));
     let other = queue.insert("other", Duration::from_secs(30));
@@ -118,6 +122,7 @@ async fn tokio_8274_reset_into_the_past_wakes_and_is_ready_at_once() {
 /// tick, so age is irrelevant; the entries still expire exactly on time.
 #[tokio::test(start_paused = true)]
 async fn tokio_5536_a_queue_older_than_2_pow_36_ms_does_not_panic() {
+    let _guard = common::guard();
     // The reproduction, with the queue's clock started at once.
     let mut queue = DelayQueue::new();
     let first = queue.insert(0, Duration::ZERO);
@@ -158,6 +163,7 @@ async fn tokio_5536_a_queue_older_than_2_pow_36_ms_does_not_panic() {
 /// saw `Ready(None)`.
 #[tokio::test(start_paused = true)]
 async fn tokio_8320_clear_wakes_the_waiting_task() {
+    let _guard = common::guard();
     let mut queue = task::spawn(DelayQueue::new());
     queue.insert(1, Duration::from_secs(10));
     assert_pending!(poll_queue(&mut queue));
@@ -171,6 +177,7 @@ async fn tokio_8320_clear_wakes_the_waiting_task() {
 /// deadline.
 #[tokio::test(start_paused = true)]
 async fn tokio_1700_and_849_an_earlier_deadline_wakes_at_its_time() {
+    let _guard = common::guard();
     let mut queue = task::spawn(DelayQueue::new());
     queue.insert(5, Duration::from_secs(5));
     assert_pending!(poll_queue(&mut queue));
@@ -202,6 +209,7 @@ async fn tokio_1700_and_849_an_earlier_deadline_wakes_at_its_time() {
 
 #[tokio::test(start_paused = true)]
 async fn entries_come_out_in_deadline_order_exactly_on_time() {
+    let _guard = common::guard();
     let mut queue = task::spawn(DelayQueue::new());
     for d in [30u64, 10, 20, 10, 1000, 7_000] {
         queue.insert(d, ms(d));
@@ -231,6 +239,7 @@ async fn entries_come_out_in_deadline_order_exactly_on_time() {
 /// 30 ms.
 #[tokio::test(start_paused = true)]
 async fn a_coarse_timer_rounds_up_once_never_down() {
+    let _guard = common::guard();
     let timer = Timer::builder().tick(ms(10)).build().unwrap();
     let start = Instant::now();
     time::advance(ms(3)).await;
@@ -251,6 +260,7 @@ async fn a_coarse_timer_rounds_up_once_never_down() {
 
 #[tokio::test(start_paused = true)]
 async fn a_later_reset_is_not_yielded_at_the_old_deadline() {
+    let _guard = common::guard();
     let mut queue = task::spawn(DelayQueue::new());
     let key = queue.insert("conn", ms(300));
     assert_pending!(poll_queue(&mut queue));
@@ -268,6 +278,7 @@ async fn a_later_reset_is_not_yielded_at_the_old_deadline() {
 
 #[tokio::test(start_paused = true)]
 async fn an_empty_queue_is_ready_none_and_an_insert_wakes_it() {
+    let _guard = common::guard();
     let mut queue = task::spawn(DelayQueue::<u8>::new());
     assert!(assert_ready!(poll_queue(&mut queue)).is_none());
     assert!(assert_ready!(queue.poll_next()).is_none());
@@ -284,6 +295,7 @@ async fn an_empty_queue_is_ready_none_and_an_insert_wakes_it() {
 
 #[tokio::test(start_paused = true)]
 async fn stale_keys_never_touch_another_entry() {
+    let _guard = common::guard();
     let mut queue = task::spawn(DelayQueue::new());
     let a = queue.insert("a", ms(5));
     assert_eq!(queue.remove(&a).into_inner(), "a");
@@ -304,6 +316,7 @@ async fn stale_keys_never_touch_another_entry() {
 #[tokio::test(start_paused = true)]
 #[should_panic(expected = "DelayQueue::remove with a stale key")]
 async fn remove_with_a_stale_key_panics() {
+    let _guard = common::guard();
     let mut queue = DelayQueue::new();
     let key = queue.insert((), ms(1));
     queue.remove(&key);
@@ -313,6 +326,7 @@ async fn remove_with_a_stale_key_panics() {
 #[tokio::test(start_paused = true)]
 #[should_panic(expected = "DelayQueue::reset with a stale key")]
 async fn reset_with_a_stale_key_panics() {
+    let _guard = common::guard();
     let mut queue = DelayQueue::new();
     let key = queue.insert((), ms(1));
     queue.remove(&key);
@@ -323,6 +337,7 @@ async fn reset_with_a_stale_key_panics() {
 #[tokio::test(start_paused = true)]
 #[should_panic(expected = "DelayQueue::deadline with a stale key")]
 async fn deadline_with_a_stale_key_panics() {
+    let _guard = common::guard();
     let mut queue = DelayQueue::new();
     let key = queue.insert((), ms(1));
     queue.clear();
@@ -343,6 +358,7 @@ fn a_queue_outside_a_runtime_is_empty_but_cannot_insert() {
 
 #[tokio::test(start_paused = true)]
 async fn an_empty_or_dropped_queue_holds_no_timer_entry() {
+    let _guard = common::guard();
     let timer = Timer::builder().build().unwrap();
     let mut queue = task::spawn(DelayQueue::with_timer(timer.clone()));
     let keys: Vec<Key> = (0..100).map(|i| queue.insert(i, ms(1 + i))).collect();
@@ -361,6 +377,7 @@ async fn an_empty_or_dropped_queue_holds_no_timer_entry() {
 
 #[tokio::test(start_paused = true)]
 async fn peek_deadline_and_expired_accessors() {
+    let _guard = common::guard();
     let mut queue = DelayQueue::new();
     assert_eq!(queue.peek(), None);
     let at = Instant::now() + Duration::from_micros(2500);
@@ -381,6 +398,7 @@ async fn peek_deadline_and_expired_accessors() {
 
 #[tokio::test(start_paused = true)]
 async fn capacity_reserve_and_shrink() {
+    let _guard = common::guard();
     let mut queue = DelayQueue::with_capacity(1000);
     assert!(queue.capacity() >= 1000);
     let keys: Vec<Key> = (0..1000).map(|i| queue.insert(i, ms(i))).collect();
@@ -396,6 +414,7 @@ async fn capacity_reserve_and_shrink() {
 
 #[test]
 fn public_types_are_send_sync_unpin() {
+    let _guard = common::guard();
     fn check<T: Send + Sync + Unpin>() {}
     check::<DelayQueue<String>>();
     check::<Key>();

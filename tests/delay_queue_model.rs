@@ -211,6 +211,7 @@ proptest! {
 /// does not give it back when it empties, as the driver's wheels do.
 #[tokio::test(start_paused = true)]
 async fn reserved_capacity_survives_the_queue_emptying() {
+    let _guard = common::guard();
     let mut queue = DelayQueue::with_capacity(4096);
     let key = queue.insert(1, ms(1));
     queue.remove(&key);
@@ -231,6 +232,7 @@ async fn reserved_capacity_survives_the_queue_emptying() {
 /// the middle of a tick, where rounding it up would hold it to the next.
 #[tokio::test(start_paused = true)]
 async fn a_passed_deadline_is_due_at_once_mid_tick() {
+    let _guard = common::guard();
     let timer = Timer::builder().tick(ms(10)).build().unwrap();
     let mut queue = DelayQueue::with_timer(timer);
     let far = queue.insert("far", Duration::from_secs(60));
@@ -267,6 +269,7 @@ async fn a_passed_deadline_is_due_at_once_mid_tick() {
 /// poll.
 #[test]
 fn a_queue_past_its_clocks_range_does_not_spin() {
+    let _guard = common::guard();
     let timer = Timer::builder()
         .manual()
         .tick(Duration::from_nanos(1))
@@ -283,6 +286,7 @@ fn a_queue_past_its_clocks_range_does_not_spin() {
 
 #[tokio::test(start_paused = true)]
 async fn remove_hands_back_the_entry_as_tokio_utils_does() {
+    let _guard = common::guard();
     let mut queue = DelayQueue::new();
     let at = time::Instant::now() + ms(7);
     let key = queue.insert_at("conn", at);
@@ -300,6 +304,7 @@ async fn remove_hands_back_the_entry_as_tokio_utils_does() {
 /// `len`). The survivor's key still works, and new keys do not clash.
 #[tokio::test(start_paused = true)]
 async fn compact_after_a_burst_gives_the_room_back() {
+    let _guard = common::guard();
     let mut queue = DelayQueue::new();
     let keys: Vec<Key> = (0..10_000)
         .map(|i| queue.insert(i, Duration::from_secs(60)))

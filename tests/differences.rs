@@ -28,6 +28,7 @@ fn poll_once<F: Future + Unpin>(future: &mut F) -> Poll<F::Output> {
 /// panics only if polled outside a runtime before its deadline.
 #[test]
 fn a_sleep_made_outside_a_runtime_panics_only_when_polled_there() {
+    let _guard = common::guard();
     let made_by_tokio = std::panic::catch_unwind(|| tokio::time::sleep(ms(10)));
     assert!(made_by_tokio.is_err(), "tokio's panics at construction");
 
@@ -48,6 +49,7 @@ fn a_sleep_made_outside_a_runtime_panics_only_when_polled_there() {
 /// on one millisecond of its grid, wake in the order they were registered.
 #[test]
 fn timers_due_within_a_millisecond_wake_in_deadline_order() {
+    let _guard = common::guard();
     /// Registers a late then an early sleep (`sleep` makes them), runs
     /// until both are done, and returns the order they completed in.
     fn order<S: Future<Output = ()> + Send + 'static>(
@@ -81,6 +83,7 @@ fn timers_due_within_a_millisecond_wake_in_deadline_order() {
 /// one more per timer: the default timer's from its first use.
 #[test]
 fn each_timer_runs_a_task_that_runtime_metrics_count() {
+    let _guard = common::guard();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -107,6 +110,7 @@ fn each_timer_runs_a_task_that_runtime_metrics_count() {
 /// poll returns `Pending`, and the entry comes out on time.
 #[test]
 fn a_delay_queue_wakes_its_task_at_a_level_boundary_with_nothing_due() {
+    let _guard = common::guard();
     paused_rt().block_on(async {
         let mut queue = task::spawn(wheel::DelayQueue::new());
         queue.insert("due at 10 ms", ms(10));
@@ -126,6 +130,7 @@ fn a_delay_queue_wakes_its_task_at_a_level_boundary_with_nothing_due() {
 /// due and sleeps again.
 #[test]
 fn a_delay_queue_reset_to_later_wakes_nobody_until_the_old_deadline() {
+    let _guard = common::guard();
     paused_rt().block_on(async {
         let mut queue = task::spawn(wheel::DelayQueue::new());
         let key = queue.insert("moved", ms(5));
@@ -147,6 +152,7 @@ fn a_delay_queue_reset_to_later_wakes_nobody_until_the_old_deadline() {
 /// bytes: its wheel entry lives in the timer. tokio's is `!Unpin`, 112.
 #[test]
 fn a_sleep_is_unpin_and_small() {
+    let _guard = common::guard();
     fn unpin<T: Unpin>() {}
     unpin::<wheel::Sleep>();
     unpin::<wheel::Timeout<std::future::Ready<()>>>();

@@ -39,6 +39,7 @@ fn rounded_up(origin: Instant, tick: Duration, deadline: Instant) -> Instant {
 
 #[tokio::test(start_paused = true)]
 async fn explicit_timers_complete_at_the_deadline_rounded_up_to_their_tick() {
+    let _guard = common::guard();
     let t0 = Instant::now();
     let ten = Timer::builder().tick(ms(10)).build().unwrap();
     let seven = Timer::builder().tick(ms(7)).build().unwrap();
@@ -62,6 +63,7 @@ async fn explicit_timers_complete_at_the_deadline_rounded_up_to_their_tick() {
 
 #[tokio::test(start_paused = true)]
 async fn explicit_ticks_never_fire_early_and_fire_at_the_tick_exactly() {
+    let _guard = common::guard();
     for tick in [7u64, 10] {
         let origin = Instant::now();
         let timer = Timer::builder().tick(ms(tick)).build().unwrap();
@@ -107,6 +109,7 @@ async fn explicit_ticks_never_fire_early_and_fire_at_the_tick_exactly() {
 
 #[test]
 fn builder_runtime_builds_a_timer_outside_any_runtime() {
+    let _guard = common::guard();
     let rt = paused_rt();
     let timer = Timer::builder()
         .tick(ms(10))
@@ -129,6 +132,7 @@ fn builder_runtime_builds_a_timer_outside_any_runtime() {
 
 #[test]
 fn build_errors() {
+    let _guard = common::guard();
     // Outside a runtime, with no runtime given.
     assert!(Timer::builder().build().unwrap_err().is_no_runtime());
     assert!(Timer::try_current().unwrap_err().is_no_runtime());
@@ -199,6 +203,7 @@ fn build_errors() {
 
 #[test]
 fn try_current_outside_a_runtime_is_no_runtime() {
+    let _guard = common::guard();
     let err = Timer::try_current().unwrap_err();
     assert!(err.is_no_runtime());
     assert!(!err.is_timers_disabled() && !err.is_invalid_slots() && !err.is_invalid_tick());
@@ -215,6 +220,7 @@ fn try_current_outside_a_runtime_is_no_runtime() {
 
 #[tokio::test(start_paused = true)]
 async fn dropping_every_handle_frees_the_timer() {
+    let _guard = common::guard();
     let metrics = Handle::current().metrics();
     settle().await;
     let base = metrics.num_alive_tasks();
@@ -245,6 +251,7 @@ async fn dropping_every_handle_frees_the_timer() {
 
 #[tokio::test(start_paused = true)]
 async fn a_sleep_keeps_its_timer_alive() {
+    let _guard = common::guard();
     let metrics = Handle::current().metrics();
     settle().await;
     let base = metrics.num_alive_tasks();
@@ -280,6 +287,7 @@ async fn a_sleep_keeps_its_timer_alive() {
 
 #[test]
 fn a_runtime_whose_timers_were_dropped_shuts_down_cleanly() {
+    let _guard = common::guard();
     let rt = paused_rt();
     rt.block_on(async {
         for tick in [1, 3, 10] {
@@ -308,6 +316,7 @@ fn a_runtime_whose_timers_were_dropped_shuts_down_cleanly() {
 /// no runtime must not fire the sleep by the real clock.
 #[test]
 fn the_driver_reads_its_own_runtimes_clock() {
+    let _guard = common::guard();
     let rt = paused_rt();
     let (start, mut sleep) = rt.block_on(async {
         let timer = Timer::builder().build().unwrap();
@@ -338,6 +347,7 @@ fn the_driver_reads_its_own_runtimes_clock() {
 /// would complete sleeps early.
 #[test]
 fn a_runtime_timers_clock_is_its_runtimes_from_any_context() {
+    let _guard = common::guard();
     let rt = RtBuilder::new_current_thread()
         .enable_time()
         .start_paused(true)
@@ -365,6 +375,7 @@ fn a_runtime_timers_clock_is_its_runtimes_from_any_context() {
 /// reported. Run in a child process, whose stderr the test can read.
 #[test]
 fn a_build_that_returns_timers_disabled_prints_nothing() {
+    let _guard = common::guard();
     const CHILD: &str = "WHEEL_QUIET_BUILD_CHILD";
     if std::env::var_os(CHILD).is_none() {
         let out = std::process::Command::new(std::env::current_exe().unwrap())
@@ -404,6 +415,7 @@ fn a_build_that_returns_timers_disabled_prints_nothing() {
 /// 1 ms after tokio's own, never before.
 #[tokio::test(start_paused = true)]
 async fn a_timer_built_off_tokios_grid_wakes_within_a_millisecond_of_tokio_never_before() {
+    let _guard = common::guard();
     tokio::time::advance(Duration::from_micros(300)).await;
     let built = tokio::time::Instant::now();
     let deadline = built - Duration::from_micros(300) + Duration::from_millis(10);
@@ -426,6 +438,7 @@ async fn a_timer_built_off_tokios_grid_wakes_within_a_millisecond_of_tokio_never
 /// an abort; once on tokio's real clock, once paused.
 #[test]
 fn a_runtime_dropped_by_a_thread_local_destructor_does_not_abort() {
+    let _guard = common::guard();
     const CHILD: &str = "WHEEL_TLS_DROP_CHILD";
     let Some(clock) = std::env::var_os(CHILD) else {
         for clock in ["real", "paused"] {

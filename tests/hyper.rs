@@ -30,6 +30,8 @@ use wheel::Timer;
 
 use io::TokioIo;
 
+mod common;
+
 /// The servers' header-read timeout.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a test waits, in real time, for another task to get somewhere.
@@ -103,6 +105,7 @@ fn get(path: &str) -> Request<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_real_client_and_server_talk_http1_with_the_wheel_timing_headers() {
+    let _guard = common::guard();
     let timer = manual();
     let (client, server) = connected_pair().await;
     let server = serve(&timer, server);
@@ -147,6 +150,7 @@ async fn a_real_client_and_server_talk_http1_with_the_wheel_timing_headers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_stalling_mid_head_is_cut_off_at_the_header_timeout() {
+    let _guard = common::guard();
     let timer = manual();
     let (mut client, server) = connected_pair().await;
     let server = serve(&timer, server);
@@ -188,6 +192,7 @@ async fn a_client_stalling_mid_head_is_cut_off_at_the_header_timeout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runtime_timer_enforces_the_header_timeout_in_real_time() {
+    let _guard = common::guard();
     // The alarm-driven path, on the wall clock: nothing here can be early.
     let timer = Timer::builder().build().unwrap();
     let (mut client, server) = connected_pair().await;
@@ -215,6 +220,7 @@ fn address(sleep: &Pin<Box<dyn HyperSleep>>) -> *const () {
 
 #[test]
 fn reset_moves_a_pending_sleep_in_place() {
+    let _guard = common::guard();
     let timer = manual();
     let start = HyperTimer::now(&timer);
     let mut sleep = task::spawn(HyperTimer::sleep(&timer, Duration::from_secs(10)));
@@ -239,6 +245,7 @@ fn reset_moves_a_pending_sleep_in_place() {
 
 #[test]
 fn reset_to_a_later_deadline_skips_the_old_one() {
+    let _guard = common::guard();
     let timer = manual();
     let start = HyperTimer::now(&timer);
     let mut sleep = task::spawn(HyperTimer::sleep(&timer, Duration::from_secs(1)));
@@ -254,6 +261,7 @@ fn reset_to_a_later_deadline_skips_the_old_one() {
 
 #[test]
 fn reset_after_completion_completes_again_at_the_new_deadline() {
+    let _guard = common::guard();
     let timer = manual();
     let mut sleep = task::spawn(HyperTimer::sleep(&timer, Duration::from_secs(1)));
     assert_pending!(sleep.poll());
@@ -271,6 +279,7 @@ fn reset_after_completion_completes_again_at_the_new_deadline() {
 
 #[test]
 fn a_sleep_of_another_timer_is_replaced_not_reset() {
+    let _guard = common::guard();
     let (ours, theirs) = (manual(), manual());
     let mut sleep = task::spawn(HyperTimer::sleep(&theirs, Duration::from_secs(10)));
     assert_pending!(sleep.poll());
@@ -311,6 +320,7 @@ impl HyperSleep for Forever {}
 /// timer's if its shard is, which the sleep keeps alive.
 #[test]
 fn a_sleep_of_a_dropped_timer_is_replaced_not_reset_by_another() {
+    let _guard = common::guard();
     for _ in 0..100 {
         let first = manual();
         let mut sleep = HyperTimer::sleep(&first, Duration::from_secs(3600));
@@ -328,6 +338,7 @@ fn a_sleep_of_a_dropped_timer_is_replaced_not_reset_by_another() {
 
 #[test]
 fn a_foreign_sleep_is_replaced_by_one_on_the_wheel() {
+    let _guard = common::guard();
     let timer = manual();
     let mut sleep = task::spawn(Box::pin(Forever) as Pin<Box<dyn HyperSleep>>);
     assert_pending!(sleep.poll());
@@ -342,6 +353,7 @@ fn a_foreign_sleep_is_replaced_by_one_on_the_wheel() {
 
 #[test]
 fn now_follows_the_manual_clock() {
+    let _guard = common::guard();
     let timer = manual();
     let start = HyperTimer::now(&timer);
     assert_eq!(start, timer.now().into_std());
@@ -353,6 +365,7 @@ fn now_follows_the_manual_clock() {
 
 #[test]
 fn sleep_until_fires_at_a_deadline_on_the_timers_clock() {
+    let _guard = common::guard();
     let timer = manual();
     let deadline = HyperTimer::now(&timer) + Duration::from_millis(250);
     let mut sleep = task::spawn(HyperTimer::sleep_until(&timer, deadline));

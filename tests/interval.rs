@@ -20,6 +20,7 @@ use common::{expect_ticks, ms, poll_tick};
 
 #[tokio::test(start_paused = true)]
 async fn first_tick_completes_immediately() {
+    let _guard = common::guard();
     let start = Instant::now();
     let mut every = task::spawn(wheel::interval(Duration::from_secs(3600)));
     assert_ready_eq!(poll_tick(&mut every), start);
@@ -29,6 +30,7 @@ async fn first_tick_completes_immediately() {
 
 #[tokio::test(start_paused = true)]
 async fn ticks_are_one_period_apart() {
+    let _guard = common::guard();
     let start = Instant::now();
     let mut every = wheel::interval(ms(30));
     for k in 0..10 {
@@ -40,6 +42,7 @@ async fn ticks_are_one_period_apart() {
 
 #[tokio::test(start_paused = true)]
 async fn ticks_stay_exact_across_wheel_levels() {
+    let _guard = common::guard();
     // 64 slots per level with a 125 µs tick: these periods land in levels 0
     // to 3.
     for period in [1, 7, 64, 1_000, 65_536, 300_000] {
@@ -56,6 +59,7 @@ async fn ticks_stay_exact_across_wheel_levels() {
 
 #[tokio::test(start_paused = true)]
 async fn tick_is_woken_exactly_at_the_period() {
+    let _guard = common::guard();
     let start = Instant::now();
     let mut every = task::spawn(wheel::interval(ms(10)));
     assert_ready_eq!(poll_tick(&mut every), start);
@@ -70,6 +74,7 @@ async fn tick_is_woken_exactly_at_the_period() {
 
 #[tokio::test(start_paused = true)]
 async fn interval_at_a_future_start() {
+    let _guard = common::guard();
     let start = Instant::now() + ms(50);
     let mut every = task::spawn(wheel::interval_at(start, ms(20)));
     assert_pending!(poll_tick(&mut every));
@@ -88,6 +93,7 @@ async fn interval_at_a_future_start() {
 
 #[tokio::test(start_paused = true)]
 async fn interval_at_a_past_start_bursts_to_catch_up() {
+    let _guard = common::guard();
     let now = Instant::now();
     let start = now - ms(250);
     let mut every = task::spawn(wheel::interval_at(start, ms(100)));
@@ -100,6 +106,7 @@ async fn interval_at_a_past_start_bursts_to_catch_up() {
 
 #[tokio::test(start_paused = true)]
 async fn reset_restarts_the_schedule_from_now() {
+    let _guard = common::guard();
     let start = Instant::now();
     let mut every = task::spawn(wheel::interval_at(start, ms(300)));
     expect_ticks(&mut every, start, &[0]);
@@ -123,6 +130,7 @@ async fn reset_restarts_the_schedule_from_now() {
 
 #[tokio::test(start_paused = true)]
 async fn reset_immediately_ticks_now() {
+    let _guard = common::guard();
     let start = Instant::now();
     let mut every = task::spawn(wheel::interval_at(start, ms(300)));
     expect_ticks(&mut every, start, &[0]);
@@ -144,6 +152,7 @@ async fn reset_immediately_ticks_now() {
 
 #[tokio::test(start_paused = true)]
 async fn reset_immediately_after_a_tick_without_polling() {
+    let _guard = common::guard();
     let start = Instant::now();
     let mut every = task::spawn(wheel::interval_at(start, ms(300)));
     expect_ticks(&mut every, start, &[0]);
@@ -159,6 +168,7 @@ async fn reset_immediately_after_a_tick_without_polling() {
 
 #[tokio::test(start_paused = true)]
 async fn reset_after_moves_the_next_tick() {
+    let _guard = common::guard();
     let start = Instant::now();
     let mut every = task::spawn(wheel::interval_at(start, ms(300)));
     expect_ticks(&mut every, start, &[0]);
@@ -179,6 +189,7 @@ async fn reset_after_moves_the_next_tick() {
 
 #[tokio::test(start_paused = true)]
 async fn reset_after_duration_max_does_not_panic() {
+    let _guard = common::guard();
     let mut every = task::spawn(wheel::interval(ms(1)));
     assert_ready!(poll_tick(&mut every));
     every.reset_after(Duration::MAX);
@@ -190,6 +201,7 @@ async fn reset_after_duration_max_does_not_panic() {
 
 #[tokio::test(start_paused = true)]
 async fn reset_at_moves_the_next_tick_and_the_schedule() {
+    let _guard = common::guard();
     let start = Instant::now();
     let mut every = task::spawn(wheel::interval_at(start, ms(300)));
     expect_ticks(&mut every, start, &[0]);
@@ -208,6 +220,7 @@ async fn reset_at_moves_the_next_tick_and_the_schedule() {
 
 #[tokio::test(start_paused = true)]
 async fn reset_at_further_than_a_period_skips_the_ticks_between() {
+    let _guard = common::guard();
     let start = Instant::now();
     let mut every = task::spawn(wheel::interval_at(start, ms(300)));
     expect_ticks(&mut every, start, &[0]);
@@ -229,6 +242,7 @@ async fn reset_at_further_than_a_period_skips_the_ticks_between() {
 
 #[tokio::test(start_paused = true)]
 async fn reset_at_before_the_first_poll_replaces_the_first_tick() {
+    let _guard = common::guard();
     let start = Instant::now();
     let mut every = task::spawn(wheel::interval(ms(100)));
     every.reset_at(start + ms(30));
@@ -241,6 +255,7 @@ async fn reset_at_before_the_first_poll_replaces_the_first_tick() {
 
 #[tokio::test(start_paused = true)]
 async fn period_and_missed_tick_behavior_getters() {
+    let _guard = common::guard();
     assert_eq!(MissedTickBehavior::default(), MissedTickBehavior::Burst);
     let mut every = wheel::interval(ms(1234));
     assert_eq!(every.period(), ms(1234));
@@ -262,24 +277,28 @@ async fn period_and_missed_tick_behavior_getters() {
 #[tokio::test]
 #[should_panic(expected = "`period` must be non-zero.")]
 async fn zero_period_panics() {
+    let _guard = common::guard();
     let _ = wheel::interval(Duration::ZERO);
 }
 
 #[tokio::test]
 #[should_panic(expected = "`period` must be non-zero.")]
 async fn zero_period_panics_with_interval_at() {
+    let _guard = common::guard();
     let _ = wheel::interval_at(Instant::now(), Duration::ZERO);
 }
 
 #[tokio::test]
 #[should_panic(expected = "`period` must be non-zero.")]
 async fn zero_period_panics_on_an_explicit_timer() {
+    let _guard = common::guard();
     let timer = wheel::Timer::builder().tick(ms(10)).build().unwrap();
     let _ = timer.interval(Duration::ZERO);
 }
 
 #[tokio::test(start_paused = true)]
 async fn stream_yields_the_scheduled_instants() {
+    let _guard = common::guard();
     let start = Instant::now();
     let every = wheel::interval(ms(10));
     assert_eq!(every.size_hint(), (usize::MAX, None));
@@ -290,6 +309,7 @@ async fn stream_yields_the_scheduled_instants() {
 
 #[tokio::test(start_paused = true)]
 async fn stream_poll_next_wakes_like_poll_tick() {
+    let _guard = common::guard();
     let start = Instant::now();
     let mut every = task::spawn(wheel::interval(ms(10)));
     assert_ready_eq!(every.poll_next(), Some(start));
@@ -301,6 +321,7 @@ async fn stream_poll_next_wakes_like_poll_tick() {
 
 #[tokio::test(start_paused = true)]
 async fn poll_tick_registers_no_waker_when_ready() {
+    let _guard = common::guard();
     // As in tokio: only a `Pending` poll_tick arranges a wake-up.
     let start = Instant::now();
     let mut every = task::spawn(wheel::interval(ms(10)));
@@ -327,6 +348,7 @@ impl ArcWake for CountingWaker {
 
 #[tokio::test(start_paused = true)]
 async fn poll_tick_wakes_only_the_latest_waker() {
+    let _guard = common::guard();
     let first = Arc::new(CountingWaker(AtomicUsize::new(0)));
     let second = Arc::new(CountingWaker(AtomicUsize::new(0)));
     let (first_waker, second_waker) = (waker(first.clone()), waker(second.clone()));
@@ -353,6 +375,7 @@ async fn poll_tick_wakes_only_the_latest_waker() {
 
 #[tokio::test(start_paused = true)]
 async fn a_dropped_tick_future_loses_no_tick() {
+    let _guard = common::guard();
     let start = Instant::now();
     let mut every = wheel::interval(ms(10));
     assert_eq!(every.tick().await, start);
@@ -366,6 +389,7 @@ async fn a_dropped_tick_future_loses_no_tick() {
 
 #[tokio::test(start_paused = true)]
 async fn explicit_timer_ticks_land_on_its_tick_never_early() {
+    let _guard = common::guard();
     let origin = Instant::now();
     let timer = wheel::Timer::builder()
         .tick(ms(10))
@@ -403,6 +427,7 @@ async fn explicit_timer_ticks_land_on_its_tick_never_early() {
 
 #[tokio::test(start_paused = true)]
 async fn explicit_timer_interval_at_polled_by_hand() {
+    let _guard = common::guard();
     let origin = Instant::now();
     let timer = wheel::Timer::builder().tick(ms(10)).build().unwrap();
     let start = origin + ms(15);
@@ -422,6 +447,7 @@ async fn explicit_timer_interval_at_polled_by_hand() {
 
 #[tokio::test(start_paused = true)]
 async fn dropping_an_interval_leaves_nothing_pending() {
+    let _guard = common::guard();
     let timer = wheel::Timer::builder().tick(ms(10)).build().unwrap();
     let mut every = task::spawn(timer.interval(ms(100)));
     assert_ready!(poll_tick(&mut every));
@@ -448,6 +474,7 @@ async fn dropping_an_interval_leaves_nothing_pending() {
 
 #[tokio::test(start_paused = true)]
 async fn duration_max_period_does_not_panic() {
+    let _guard = common::guard();
     let start = Instant::now();
     let mut every = task::spawn(wheel::interval(Duration::MAX));
     assert_ready_eq!(poll_tick(&mut every), start);

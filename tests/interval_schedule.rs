@@ -30,6 +30,7 @@ fn spawn_interval(
 
 #[tokio::test(start_paused = true)]
 async fn burst_fires_missed_ticks_at_once_then_keeps_the_schedule() {
+    let _guard = common::guard();
     let start = Instant::now();
     let mut every = spawn_interval(start, ms(100), MissedTickBehavior::Burst);
     expect_ticks(&mut every, start, &[0]);
@@ -45,6 +46,7 @@ async fn burst_fires_missed_ticks_at_once_then_keeps_the_schedule() {
 
 #[tokio::test(start_paused = true)]
 async fn delay_restarts_the_schedule_from_the_late_tick() {
+    let _guard = common::guard();
     let start = Instant::now();
     let mut every = spawn_interval(start, ms(100), MissedTickBehavior::Delay);
     expect_ticks(&mut every, start, &[0]);
@@ -60,6 +62,7 @@ async fn delay_restarts_the_schedule_from_the_late_tick() {
 
 #[tokio::test(start_paused = true)]
 async fn skip_drops_missed_ticks_and_keeps_the_phase() {
+    let _guard = common::guard();
     let start = Instant::now();
     let mut every = spawn_interval(start, ms(100), MissedTickBehavior::Skip);
     expect_ticks(&mut every, start, &[0]);
@@ -75,6 +78,7 @@ async fn skip_drops_missed_ticks_and_keeps_the_phase() {
 
 #[tokio::test(start_paused = true)]
 async fn skip_when_exactly_whole_periods_late_waits_a_full_period() {
+    let _guard = common::guard();
     // As in tokio: `now + (period - 0)`, so the tick due right now is skipped.
     let start = Instant::now();
     let mut every = spawn_interval(start, ms(100), MissedTickBehavior::Skip);
@@ -93,6 +97,7 @@ async fn skip_when_exactly_whole_periods_late_waits_a_full_period() {
 
 #[tokio::test(start_paused = true)]
 async fn each_behavior_after_a_stall_of_several_periods() {
+    let _guard = common::guard();
     let cases: [(MissedTickBehavior, &[u64], [u64; 3]); 3] = [
         (MissedTickBehavior::Burst, &[600, 900], [1200, 1500, 1800]),
         (MissedTickBehavior::Delay, &[600], [1250, 1550, 1850]),
@@ -123,6 +128,7 @@ async fn each_behavior_after_a_stall_of_several_periods() {
 
 #[tokio::test(start_paused = true)]
 async fn ticks_up_to_5ms_late_are_not_missed() {
+    let _guard = common::guard();
     // tokio's threshold: a tick taken at most 5 ms late keeps the schedule,
     // even with `Delay`; one taken later restarts it.
     let start = Instant::now();
@@ -238,6 +244,7 @@ proptest! {
 
 #[tokio::test(start_paused = true)]
 async fn delay_does_not_drift_on_a_coarse_tick() {
+    let _guard = common::guard();
     // A 10 ms tick makes every deadline up to 10 ms late by design; that is
     // not a missed tick, so `Delay` must keep the 23 ms schedule.
     let timer = wheel::Timer::builder().tick(ms(10)).build().unwrap();
@@ -251,6 +258,7 @@ async fn delay_does_not_drift_on_a_coarse_tick() {
 
 #[tokio::test(start_paused = true)]
 async fn delay_does_not_drift_on_a_coarse_tick_off_tokios_millisecond_grid() {
+    let _guard = common::guard();
     // Built half a millisecond into tokio's grid, as any timer built under
     // the real clock is: its ticks then come up to a tick plus tokio's
     // rounding to its millisecond late, by design, which is not a miss.
@@ -267,6 +275,7 @@ async fn delay_does_not_drift_on_a_coarse_tick_off_tokios_millisecond_grid() {
 
 #[tokio::test(start_paused = true)]
 async fn the_first_tick_is_at_once_even_between_a_coarse_timers_ticks() {
+    let _guard = common::guard();
     let timer = wheel::Timer::builder().tick(ms(10)).build().unwrap();
     time::advance(ms(3)).await;
     let start = Instant::now();
@@ -296,6 +305,7 @@ async fn the_first_tick_is_at_once_even_between_a_coarse_timers_ticks() {
 /// is woken.
 #[tokio::test(start_paused = true)]
 async fn reset_immediately_is_immediate_on_a_coarse_timer() {
+    let _guard = common::guard();
     let timer = wheel::Timer::builder().tick(ms(100)).build().unwrap();
     time::advance(ms(7)).await;
     let mut every = task::spawn(timer.interval(Duration::from_secs(60)));
@@ -320,6 +330,7 @@ async fn reset_immediately_is_immediate_on_a_coarse_timer() {
 /// coarse timer the second waited for the end of the tick (review).
 #[tokio::test(start_paused = true)]
 async fn interval_at_a_passed_start_ticks_at_once_like_interval() {
+    let _guard = common::guard();
     let timer = wheel::Timer::builder().tick(ms(100)).build().unwrap();
     time::advance(ms(7)).await;
     let now = timer.now();

@@ -12,6 +12,7 @@ use common::{manual, ms};
 
 #[test]
 fn works_with_no_runtime_at_all() {
+    let _guard = common::guard();
     let timer = manual();
     let start = timer.now();
     let mut sleep = task::spawn(timer.sleep(Duration::from_millis(10)));
@@ -44,6 +45,7 @@ fn works_with_no_runtime_at_all() {
 
 #[test]
 fn never_moves_by_itself() {
+    let _guard = common::guard();
     let timer = manual();
     let start = timer.now();
     let mut sleep = task::spawn(timer.sleep(Duration::from_millis(1)));
@@ -56,6 +58,7 @@ fn never_moves_by_itself() {
 
 #[test]
 fn advance_to_the_past_leaves_the_clock_alone() {
+    let _guard = common::guard();
     let timer = manual();
     let start = timer.now();
     timer.advance(Duration::from_secs(5));
@@ -65,6 +68,7 @@ fn advance_to_the_past_leaves_the_clock_alone() {
 
 #[test]
 fn a_sleep_already_due_completes_on_first_poll() {
+    let _guard = common::guard();
     let timer = manual();
     let deadline = timer.now() + Duration::from_secs(1);
     timer.advance(Duration::from_secs(2));
@@ -75,6 +79,7 @@ fn a_sleep_already_due_completes_on_first_poll() {
 
 #[test]
 fn a_sleep_reset_to_a_deadline_already_reached_completes_at_once() {
+    let _guard = common::guard();
     // Off the 125 µs tick grid: the deadline's tick has not begun, but the
     // clock is at the deadline, which is what a fresh sleep completes on.
     let timer = manual();
@@ -91,6 +96,7 @@ fn a_sleep_reset_to_a_deadline_already_reached_completes_at_once() {
 
 #[test]
 fn a_deadline_off_the_tick_grid_fires_at_the_next_tick_or_exactly_with_a_1_ns_tick() {
+    let _guard = common::guard();
     let d = ms(50) + Duration::from_nanos(1);
     let coarse = manual();
     let exact = Timer::builder()
@@ -117,6 +123,7 @@ fn a_deadline_off_the_tick_grid_fires_at_the_next_tick_or_exactly_with_a_1_ns_ti
 
 #[test]
 fn reset_immediately_ticks_at_once_on_a_waiting_interval() {
+    let _guard = common::guard();
     let timer = manual();
     let mut every = task::spawn(timer.interval(ms(100)));
     assert_ready!(every.enter(|cx, mut every| every.poll_tick(cx)));
@@ -129,6 +136,7 @@ fn reset_immediately_ticks_at_once_on_a_waiting_interval() {
 
 #[test]
 fn an_interval_too_long_to_add_stays_far_off_on_a_clock_far_ahead() {
+    let _guard = common::guard();
     // `Duration::MAX` overflows `Instant`, so the next tick is about 30
     // years off: on this timer's clock, 31 years ahead of the real one.
     let timer = manual();
@@ -142,6 +150,7 @@ fn an_interval_too_long_to_add_stays_far_off_on_a_clock_far_ahead() {
 
 #[test]
 fn the_interval_follows_the_manual_clock_when_it_falls_behind() {
+    let _guard = common::guard();
     let timer = manual();
     let start = timer.now();
     let mut interval = timer.interval(Duration::from_millis(10));
@@ -162,6 +171,7 @@ fn the_interval_follows_the_manual_clock_when_it_falls_behind() {
 #[test]
 #[should_panic(expected = "advance needs a manual timer")]
 fn advance_on_a_runtime_timer_panics_with_a_clear_message() {
+    let _guard = common::guard();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
@@ -172,6 +182,7 @@ fn advance_on_a_runtime_timer_panics_with_a_clear_message() {
 
 #[tokio::test(start_paused = true)]
 async fn tokios_auto_advance_does_not_move_it() {
+    let _guard = common::guard();
     let timer = manual();
     let sleeper = timer.clone();
     let task = tokio::spawn(async move { sleeper.sleep(Duration::from_secs(1)).await });
@@ -184,6 +195,7 @@ async fn tokios_auto_advance_does_not_move_it() {
 
 #[test]
 fn works_on_a_multi_thread_runtime() {
+    let _guard = common::guard();
     const TASKS: u64 = 200;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -235,6 +247,7 @@ fn works_on_a_multi_thread_runtime() {
 
 #[test]
 fn advance_from_several_threads_fires_everything_once() {
+    let _guard = common::guard();
     let timer = manual();
     let start = timer.now();
     let fired = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -257,6 +270,7 @@ fn advance_from_several_threads_fires_everything_once() {
 
 #[test]
 fn dropping_a_pending_sleep_cancels_it() {
+    let _guard = common::guard();
     let timer = manual();
     let mut sleep = task::spawn(timer.sleep(Duration::from_millis(5)));
     assert_pending!(sleep.poll());
@@ -268,6 +282,7 @@ fn dropping_a_pending_sleep_cancels_it() {
 
 #[test]
 fn a_delay_queue_follows_the_manual_clock() {
+    let _guard = common::guard();
     let timer = manual();
     let start = timer.now();
     let mut queue = task::spawn(wheel::DelayQueue::with_timer(timer.clone()));
@@ -298,6 +313,7 @@ fn a_delay_queue_follows_the_manual_clock() {
 /// dropped on yet another thread are cancelled, and nothing is left.
 #[test]
 fn a_sharded_timer_serves_every_thread_from_any_thread() {
+    let _guard = common::guard();
     let timer = Timer::builder().manual().shards(4).build().unwrap();
     assert_eq!(timer.shards(), 4);
     let start = timer.now();
@@ -362,6 +378,7 @@ fn returns(f: impl FnOnce() + Send + 'static) {
 
 #[test]
 fn advancing_past_a_deadline_clamped_beyond_the_clocks_range_returns() {
+    let _guard = common::guard();
     returns(|| {
         const YEAR: Duration = Duration::from_secs(365 * 86_400);
         // 1 ns ticks cover 584 years: a deadline 700 years out is clamped to
@@ -383,6 +400,7 @@ fn advancing_past_a_deadline_clamped_beyond_the_clocks_range_returns() {
 
 #[test]
 fn a_callback_may_advance_a_timer_whose_callback_advances_this_one() {
+    let _guard = common::guard();
     returns(|| {
         let (a, b) = (manual(), manual());
         let ran = Arc::new(AtomicU32::new(0));
@@ -403,4 +421,32 @@ fn a_callback_may_advance_a_timer_whose_callback_advances_this_one() {
         a.advance(Duration::from_secs(1));
         assert_eq!(ran.load(Ordering::SeqCst), 1);
     });
+}
+
+/// `Stats::passes` counts the passes run over the wheel: every advance
+/// that reaches a deadline runs at least one more, and a timer shut down
+/// runs none.
+#[test]
+fn passes_count_every_pass_and_none_after_shutdown() {
+    let _guard = common::guard();
+    let timer = manual();
+    let _sleeps: Vec<_> = (1..=3)
+        .map(|n| common::registered(timer.sleep(ms(n))))
+        .collect();
+    assert_eq!(timer.stats().passes, 0, "no pass before any advance");
+    let mut before = 0;
+    for n in 1..=3 {
+        timer.advance(ms(1));
+        let stats = timer.stats();
+        assert_eq!(stats.fired, n);
+        assert!(stats.passes > before, "advance {n}: {stats}");
+        before = stats.passes;
+    }
+    timer.shutdown();
+    timer.advance(ms(1));
+    assert_eq!(
+        timer.stats().passes,
+        before,
+        "a pass counted after shutdown"
+    );
 }

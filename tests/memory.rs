@@ -48,6 +48,7 @@ fn footprint(stats: &Stats) -> (usize, usize, usize) {
 
 #[tokio::test(start_paused = true)]
 async fn a_million_cancelled_sleeps_give_back_the_wheels_memory() {
+    let _guard = common::guard();
     let timer = Timer::builder().build().unwrap();
     let baseline = timer.stats();
     let mut sleeps: Vec<Sleep> = (0..MILLION).map(|i| timer.sleep(delay(i))).collect();
@@ -73,6 +74,7 @@ async fn a_million_cancelled_sleeps_give_back_the_wheels_memory() {
 
 #[tokio::test(start_paused = true)]
 async fn a_million_fired_sleeps_give_back_the_wheels_memory() {
+    let _guard = common::guard();
     let timer = Timer::builder().build().unwrap();
     let baseline = timer.stats();
     let start = Instant::now();
@@ -103,6 +105,7 @@ async fn a_million_fired_sleeps_give_back_the_wheels_memory() {
 
 #[tokio::test(start_paused = true)]
 async fn with_sleeps_still_live_the_wheel_follows_its_highest_live_slot() {
+    let _guard = common::guard();
     let timer = Timer::builder().build().unwrap();
     let mut sleeps: Vec<Sleep> = (0..100_000).map(|i| timer.sleep(delay(i))).collect();
     register(&mut sleeps);

@@ -21,7 +21,7 @@ use tokio_test::task::{self, Spawn};
 use wheel::{Instant, Sleep, Timer};
 
 mod common;
-use common::{ms, paused_rt};
+use common::{ms, paused_rt_far};
 
 /// A year, in milliseconds.
 const YEAR_MS: u64 = 365 * 86_400_000;
@@ -434,7 +434,7 @@ impl Model {
 }
 
 fn run_case(specs: Vec<TimerSpec>, ops: Vec<Op>, finish: bool) {
-    let rt = paused_rt();
+    let rt = paused_rt_far();
     rt.block_on(async move {
         let start = Instant::now();
         let mut model = Model {
@@ -555,6 +555,7 @@ proptest! {
 /// sleeps, drops of fired sleeps, advances that stop just short of a tick.
 #[test]
 fn a_fixed_sequence_matches_the_model() {
+    let _guard = common::guard();
     let specs = vec![
         TimerSpec {
             tick_ms: 10,
@@ -625,6 +626,7 @@ fn a_fixed_sequence_matches_the_model() {
 /// completed on its first poll, 1 ms early.
 #[test]
 fn regression_past_a_1ns_wheels_range_a_new_sleep_is_not_ready_at_once() {
+    let _guard = common::guard();
     let specs = vec![TimerSpec {
         tick_ms: 0,
         slots: 2,

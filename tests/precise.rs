@@ -11,7 +11,7 @@ use tokio_test::{assert_pending, assert_ready, task};
 use wheel::{Instant, Timer};
 
 mod common;
-use common::{ms, paused_rt, splitmix};
+use common::{ms, paused_rt, splitmix, within};
 
 fn precise(tick: Duration) -> Timer {
     Timer::builder().tick(tick).precise().build().unwrap()
@@ -37,6 +37,7 @@ fn real_rt(workers: usize) -> Runtime {
 /// it returns, exactly at their (50 µs-rounded) deadlines.
 #[test]
 fn advance_drives_a_precise_timer_on_a_paused_clock() {
+    let _guard = common::guard();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .start_paused(true)
@@ -61,6 +62,7 @@ fn advance_drives_a_precise_timer_on_a_paused_clock() {
 /// that alarm the clock would jump to the guard's two hours instead.)
 #[test]
 fn auto_advance_drives_a_precise_timer() {
+    let _guard = common::guard();
     paused_rt_all().block_on(async {
         let timer = precise(Duration::from_micros(50));
         let start = Instant::now();
@@ -71,6 +73,29 @@ fn auto_advance_drives_a_precise_timer() {
         .await;
         assert!(slept.is_ok(), "tokio's clock never moved to the timer");
         assert_eq!(start.elapsed(), Duration::from_secs(3600));
+    });
+}
+
+/// A callback already due when scheduled runs at once, on a pass the
+/// precise alarm kicks onto the runtime, not when the clock next moves; and
+/// the timer goes on firing after it.
+#[test]
+fn a_callback_due_when_scheduled_runs_and_later_timers_still_fire() {
+    let _guard = common::guard();
+    paused_rt_all().block_on(async {
+        let _guard = common::guard();
+        let timer = precise(Duration::from_micros(50));
+        tokio::time::advance(ms(10)).await;
+        let (ran, runs) = tokio::sync::oneshot::channel();
+        timer.schedule(Duration::ZERO, move || {
+            let _ = ran.send(());
+        });
+        let start = Instant::now();
+        within("a callback due when scheduled", ms(1), runs)
+            .await
+            .unwrap();
+        assert_eq!(Instant::now(), start, "it waited for the clock");
+        within("a sleep after it", ms(2), timer.sleep(ms(1))).await;
     });
 }
 
@@ -89,6 +114,7 @@ fn paused_rt_all() -> Runtime {
 /// after it, and tokio's alarm rounds that up to its next millisecond.)
 #[test]
 fn a_clock_paused_mid_run_still_drives_a_precise_timer() {
+    let _guard = common::guard();
     real_rt(0).block_on(async {
         let timer = precise(Duration::from_micros(50));
         timer.sleep(ms(1)).await;
@@ -111,6 +137,7 @@ fn a_clock_paused_mid_run_still_drives_a_precise_timer() {
 /// seed), none woken before its deadline, all within a generous bound.
 #[test]
 fn real_time_sleeps_are_never_early() {
+    let _guard = common::guard();
     for workers in [0, 2] {
         let late = real_rt(workers).block_on(async {
             let timer = precise(Duration::from_micros(50));
@@ -150,6 +177,7 @@ fn real_time_sleeps_are_never_early() {
 /// wake-ups: its driver runs no pass in a second of real time.
 #[test]
 fn with_nothing_due_a_precise_timer_makes_no_wake_ups() {
+    let _guard = common::guard();
     for workers in [0, 2] {
         real_rt(workers).block_on(async {
             let timer = precise(Duration::from_micros(50));
@@ -166,6 +194,7 @@ fn with_nothing_due_a_precise_timer_makes_no_wake_ups() {
 
 #[test]
 fn a_manual_timer_cannot_be_precise() {
+    let _guard = common::guard();
     let error = Timer::builder().manual().precise().build().unwrap_err();
     assert!(error.is_precise_unsupported(), "{error}");
     assert!(error.to_string().contains("manual"), "{error}");
@@ -175,6 +204,7 @@ fn a_manual_timer_cannot_be_precise() {
 /// without one is refused, saying how to fix it.
 #[test]
 fn a_runtime_without_io_is_refused() {
+    let _guard = common::guard();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
@@ -198,6 +228,7 @@ fn a_runtime_without_io_is_refused() {
 /// it does for a timer that is not precise.
 #[test]
 fn building_on_a_runtime_that_has_shut_down_says_so() {
+    let _guard = common::guard();
     for workers in [0, 2] {
         let rt = real_rt(workers);
         let handle = rt.handle().clone();

@@ -19,6 +19,7 @@ use common::{ms, multi_rt, panic_message, paused_rt, poll_once, real_rt, registe
 
 #[test]
 fn a_timer_reports_its_runtimes_shutdown() {
+    let _guard = common::guard();
     let rt = paused_rt();
     let (default, explicit) = rt.block_on(async {
         (
@@ -45,6 +46,7 @@ fn a_timer_reports_its_runtimes_shutdown() {
 
 #[test]
 fn a_pending_sleep_of_a_shut_down_timer_panics_when_polled_and_never_completes() {
+    let _guard = common::guard();
     let rt_a = paused_rt();
     let (timer, mut pending_sleep, mut fired_sleep) = rt_a.block_on(async {
         let timer = Timer::builder().tick(ms(10)).build().unwrap();
@@ -89,6 +91,7 @@ fn a_pending_sleep_of_a_shut_down_timer_panics_when_polled_and_never_completes()
 
 #[test]
 fn a_sleep_that_fired_before_shutdown_completes_even_outside_a_runtime() {
+    let _guard = common::guard();
     let rt = paused_rt();
     let (timer, mut sleep) = rt.block_on(async {
         let mut sleep = task::spawn(wheel::sleep(ms(5)));
@@ -106,6 +109,7 @@ fn a_sleep_that_fired_before_shutdown_completes_even_outside_a_runtime() {
 
 #[test]
 fn new_futures_on_a_shut_down_timer() {
+    let _guard = common::guard();
     let rt_a = paused_rt();
     let timer = rt_a.block_on(async { Timer::builder().build().unwrap() });
     drop(rt_a);
@@ -130,6 +134,7 @@ fn new_futures_on_a_shut_down_timer() {
 #[test]
 #[should_panic(expected = "shut down")]
 fn awaiting_a_pending_sleep_of_a_shut_down_timer_panics() {
+    let _guard = common::guard();
     let rt_a = paused_rt();
     let sleep = {
         let _context = rt_a.enter();
@@ -143,6 +148,7 @@ fn awaiting_a_pending_sleep_of_a_shut_down_timer_panics() {
 
 #[test]
 fn a_task_waiting_on_a_timer_whose_runtime_shuts_down_is_woken_and_fails() {
+    let _guard = common::guard();
     let rt_a = multi_rt();
     let timer = Timer::builder()
         .runtime(rt_a.handle().clone())
@@ -176,6 +182,7 @@ fn a_task_waiting_on_a_timer_whose_runtime_shuts_down_is_woken_and_fails() {
 
 #[test]
 fn shutdown_racing_with_sleepers_on_another_runtime_fails_them_all_and_hangs_none() {
+    let _guard = common::guard();
     let rt_a = multi_rt();
     let timer = Timer::builder()
         .tick(ms(1))
@@ -229,6 +236,7 @@ fn shutdown_racing_with_sleepers_on_another_runtime_fails_them_all_and_hangs_non
 /// down already, so every sleep on it panicked later: now `build` says so.
 #[test]
 fn building_on_a_runtime_that_has_shut_down_is_an_error() {
+    let _guard = common::guard();
     let rt = real_rt();
     let handle = rt.handle().clone();
     drop(rt);
@@ -239,8 +247,11 @@ fn building_on_a_runtime_that_has_shut_down_is_an_error() {
 
 #[test]
 fn dropping_a_multi_thread_runtimes_timer_elsewhere_frees_it() {
+    let _guard = common::guard();
     let rt = multi_rt();
     let metrics = rt.metrics();
+    // The runtime's own tasks: the guard's.
+    let base = metrics.num_alive_tasks();
     let timer = Timer::builder()
         .runtime(rt.handle().clone())
         .build()
@@ -250,12 +261,12 @@ fn dropping_a_multi_thread_runtimes_timer_elsewhere_frees_it() {
         let _context = rt.enter();
         registered(timer.sleep(secs(60)))
     };
-    assert_eq!(metrics.num_alive_tasks(), 1, "the sentinel");
+    assert_eq!(metrics.num_alive_tasks(), base + 1, "the sentinel");
     // The last handles go on a thread outside the runtime.
     thread::spawn(move || drop((timer, sleeps))).join().unwrap();
     rt.block_on(async {
         let freed = async {
-            while metrics.num_alive_tasks() != 0 {
+            while metrics.num_alive_tasks() != base {
                 time::sleep(ms(1)).await;
             }
         };

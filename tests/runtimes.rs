@@ -50,6 +50,7 @@ async fn sleepers_never_early(n: u64, spread: u64, timer: Option<&Timer>, what: 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multi_thread_many_sleeps_are_never_early_and_all_complete() {
+    let _guard = common::guard();
     const TASKS: u64 = 2000;
     let timer = Timer::current();
     let explicit = Timer::builder()
@@ -102,6 +103,7 @@ async fn multi_thread_many_sleeps_are_never_early_and_all_complete() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multi_thread_churn_leaves_no_pending_timers_and_no_entries() {
+    let _guard = common::guard();
     const TASKS: u64 = 64;
     const ROUNDS: u64 = 50;
     let timer = Timer::current();
@@ -150,6 +152,7 @@ async fn multi_thread_churn_leaves_no_pending_timers_and_no_entries() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multi_thread_workers_share_the_runtimes_default_timer() {
+    let _guard = common::guard();
     let timer = Timer::current();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     for _ in 0..16 {
@@ -172,6 +175,7 @@ async fn multi_thread_workers_share_the_runtimes_default_timer() {
 
 #[test]
 fn concurrent_first_use_on_a_multi_thread_runtime_makes_one_default_timer() {
+    let _guard = common::guard();
     const TASKS: usize = 16;
     for _ in 0..10 {
         let rt = RtBuilder::new_multi_thread()
@@ -222,6 +226,7 @@ fn concurrent_first_use_on_a_multi_thread_runtime_makes_one_default_timer() {
 
 #[test]
 fn a_timer_on_a_multi_thread_runtime_serves_another_runtimes_tasks() {
+    let _guard = common::guard();
     let rt_a = multi_rt();
     let timer = Timer::builder()
         .tick(ms(5))
@@ -244,6 +249,7 @@ fn a_timer_on_a_multi_thread_runtime_serves_another_runtimes_tasks() {
 
 #[test]
 fn paused_runtimes_on_two_threads_have_their_own_timers_and_clocks() {
+    let _guard = common::guard();
     let (a_ready, b_waits) = mpsc::channel::<()>();
     let (b_done, a_waits) = mpsc::channel::<()>();
     let a = thread::spawn(move || {
@@ -303,6 +309,7 @@ fn paused_runtimes_on_two_threads_have_their_own_timers_and_clocks() {
 
 #[test]
 fn runtimes_taking_turns_on_one_thread_keep_separate_default_timers() {
+    let _guard = common::guard();
     let rt1 = paused_rt();
     let rt2 = paused_rt();
     let t1 = rt1.block_on(async { Timer::current() });
@@ -343,6 +350,7 @@ fn runtimes_taking_turns_on_one_thread_keep_separate_default_timers() {
 
 #[test]
 fn a_runtime_shutting_down_does_not_break_another_runtimes_timers() {
+    let _guard = common::guard();
     let rt_b = paused_rt();
     let timer_b = rt_b.block_on(async {
         wheel::sleep(ms(1)).await;
@@ -392,6 +400,7 @@ fn a_runtime_shutting_down_does_not_break_another_runtimes_timers() {
 
 #[test]
 fn runtimes_coming_and_going_do_not_disturb_a_busy_multi_thread_runtime() {
+    let _guard = common::guard();
     let main = multi_rt();
     let churner = thread::spawn(|| {
         let mut timers = Vec::new();

@@ -8,10 +8,11 @@ use tokio_test::{assert_pending, assert_ready, task};
 use wheel::Timer;
 
 mod common;
-use common::{manual, manual_ticking};
+use common::{manual, manual_ticking, ms};
 
 #[test]
 fn shutdown_hands_back_the_callbacks_that_never_ran() {
+    let _guard = common::guard();
     let timer = manual();
     let runs = Arc::new(AtomicU32::new(0));
     let mut handles = Vec::new();
@@ -51,6 +52,7 @@ fn shutdown_hands_back_the_callbacks_that_never_ran() {
 
 #[test]
 fn shutdown_counts_pending_sleeps_and_wakes_them() {
+    let _guard = common::guard();
     let timer = manual();
     let mut pending = task::spawn(timer.sleep(Duration::from_secs(1)));
     let mut eager = timer.try_sleep(Duration::from_secs(1)).unwrap();
@@ -78,6 +80,7 @@ fn shutdown_counts_pending_sleeps_and_wakes_them() {
 #[test]
 #[should_panic(expected = "this Sleep can never complete: the timer has shut down")]
 fn polling_a_sleep_pending_at_shutdown_panics_with_a_clear_message() {
+    let _guard = common::guard();
     let timer = manual();
     let mut sleep = task::spawn(timer.sleep(Duration::from_secs(1)));
     assert_pending!(sleep.poll());
@@ -88,6 +91,7 @@ fn polling_a_sleep_pending_at_shutdown_panics_with_a_clear_message() {
 #[test]
 #[should_panic(expected = "the timer has shut down")]
 fn a_timeout_pending_at_shutdown_panics_rather_than_report_elapsed() {
+    let _guard = common::guard();
     let timer = manual();
     let mut timeout =
         task::spawn(timer.timeout(Duration::from_secs(1), std::future::pending::<()>()));
@@ -98,6 +102,7 @@ fn a_timeout_pending_at_shutdown_panics_rather_than_report_elapsed() {
 
 #[test]
 fn new_work_after_shutdown_is_refused() {
+    let _guard = common::guard();
     let timer = manual();
     timer.shutdown();
     assert!(timer.is_shut_down());
@@ -122,6 +127,7 @@ fn new_work_after_shutdown_is_refused() {
 #[test]
 #[should_panic(expected = "cannot schedule a callback: the timer has shut down")]
 fn schedule_after_shutdown_panics() {
+    let _guard = common::guard();
     let timer = manual();
     timer.shutdown();
     timer.schedule(Duration::from_secs(1), || {});
@@ -129,6 +135,7 @@ fn schedule_after_shutdown_panics() {
 
 #[test]
 fn a_runtime_timer_shuts_down_by_hand_too() {
+    let _guard = common::guard();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_time()
@@ -154,6 +161,7 @@ fn a_runtime_timer_shuts_down_by_hand_too() {
 
 #[test]
 fn max_pending_refuses_past_the_limit_and_recovers() {
+    let _guard = common::guard();
     let timer = Timer::builder().manual().max_pending(3).build().unwrap();
     let a = timer.try_sleep(Duration::from_millis(1)).unwrap();
     let b = timer.try_schedule(Duration::from_millis(2), || {}).unwrap();
@@ -191,6 +199,7 @@ fn max_pending_refuses_past_the_limit_and_recovers() {
 #[test]
 #[should_panic(expected = "at capacity")]
 fn an_infallible_sleep_past_the_limit_panics_when_polled() {
+    let _guard = common::guard();
     let timer = Timer::builder().manual().max_pending(1).build().unwrap();
     let _first = timer.try_sleep(Duration::from_secs(1)).unwrap();
     let mut second = task::spawn(timer.sleep(Duration::from_secs(1)));
@@ -201,6 +210,7 @@ fn an_infallible_sleep_past_the_limit_panics_when_polled() {
 /// needs no entry. (A limit of zero is refused: see tests/max_pending.rs.)
 #[test]
 fn a_full_timer_refuses_everything_but_what_is_already_due() {
+    let _guard = common::guard();
     let timer = Timer::builder().manual().max_pending(1).build().unwrap();
     let _first = timer.try_sleep(Duration::from_secs(1)).unwrap();
     assert!(timer
@@ -219,6 +229,7 @@ fn a_full_timer_refuses_everything_but_what_is_already_due() {
 #[test]
 #[should_panic(expected = "the timer has shut down")]
 fn a_shutdown_from_another_thread_wakes_a_pending_sleep_which_reports_it() {
+    let _guard = common::guard();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
@@ -237,6 +248,7 @@ fn a_shutdown_from_another_thread_wakes_a_pending_sleep_which_reports_it() {
 
 #[test]
 fn after_a_shutdown_nothing_is_left_pending_once_the_sleeps_are_dropped() {
+    let _guard = common::guard();
     let timer = manual();
     let _first = timer.schedule(Duration::from_secs(1), || {});
     let _second = timer.schedule(Duration::from_secs(2), || {});
@@ -258,6 +270,7 @@ fn after_a_shutdown_nothing_is_left_pending_once_the_sleeps_are_dropped() {
 
 #[test]
 fn unfired_callbacks_with_one_deadline_come_back_in_the_order_they_were_scheduled() {
+    let _guard = common::guard();
     let timer = manual();
     // Two slab slots freed, which the slab reuses last first.
     timer.schedule(Duration::from_secs(1), || {});
@@ -279,6 +292,7 @@ fn unfired_callbacks_with_one_deadline_come_back_in_the_order_they_were_schedule
 /// and the stats counted them nowhere.
 #[test]
 fn callbacks_handed_back_by_a_shutdown_count_as_cancelled() {
+    let _guard = common::guard();
     let timer = manual();
     let a = timer.schedule(Duration::from_millis(10), || {});
     let _b = timer.schedule(Duration::from_millis(20), || {});
@@ -297,6 +311,7 @@ fn callbacks_handed_back_by_a_shutdown_count_as_cancelled() {
 /// new one, completed.
 #[tokio::test(start_paused = true)]
 async fn a_pending_sleep_reset_into_the_past_after_shutdown_completes() {
+    let _guard = common::guard();
     let timer = Timer::builder().build().unwrap();
     let start = timer.now();
     let mut pending = task::spawn(timer.sleep(Duration::from_secs(10)));
@@ -318,6 +333,7 @@ async fn a_pending_sleep_reset_into_the_past_after_shutdown_completes() {
 /// only thread was busy), panicked when polled instead of completing.
 #[test]
 fn a_sleep_due_but_not_yet_fired_at_shutdown_completes() {
+    let _guard = common::guard();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
@@ -344,6 +360,7 @@ fn a_sleep_due_but_not_yet_fired_at_shutdown_completes() {
 /// or two still panicked, where a new sleep with that deadline completed.
 #[test]
 fn a_sleep_whose_deadline_passed_within_the_tick_completes_after_shutdown() {
+    let _guard = common::guard();
     let timer = manual_ticking(Duration::from_millis(10));
     let start = timer.now();
     let mut sleep = task::spawn(timer.sleep_until(start + Duration::from_millis(5)));
@@ -367,6 +384,7 @@ fn a_sleep_whose_deadline_passed_within_the_tick_completes_after_shutdown() {
 /// has not passed is not elapsed, however far the watermarks lag.
 #[test]
 fn a_sleep_not_yet_due_at_shutdown_is_not_elapsed() {
+    let _guard = common::guard();
     let timer = manual_ticking(Duration::from_millis(10));
     let start = timer.now();
     let mut sleep = task::spawn(timer.sleep_until(start + Duration::from_millis(25)));
@@ -380,4 +398,63 @@ fn a_sleep_not_yet_due_at_shutdown_is_not_elapsed() {
         "due by the clock, so the next poll completes it"
     );
     assert_ready!(sleep.poll());
+}
+
+/// A sleep a full or shut-down timer refuses, whose deadline the clock has
+/// passed though no pass has reached it yet, completes at once; and
+/// `stats().fired` still counts what fired before (a completed sleep reset
+/// into the past counts one more, as it does on a timer with room).
+#[tokio::test(start_paused = true)]
+async fn a_due_sleep_a_full_or_shut_down_timer_refuses_completes_and_keeps_the_count() {
+    let _guard = common::guard();
+    let timer = Timer::builder().max_pending(1).build().unwrap();
+    let start = wheel::Instant::now();
+    common::within("a 1 ms sleep", ms(2), timer.sleep(ms(1))).await;
+    let mut far = task::spawn(timer.sleep(Duration::from_secs(3600)));
+    assert_pending!(far.poll());
+    let passes = timer.stats().passes;
+    tokio::time::advance(ms(10)).await;
+    assert_eq!(
+        timer.stats().passes,
+        passes,
+        "no pass: the alarm is an hour out"
+    );
+
+    // Full: refused, but due by the clock.
+    let mut due = task::spawn(timer.sleep_until(start + ms(5)));
+    assert_ready!(due.poll());
+    assert_eq!(timer.stats().fired, 1);
+    due.enter(|_, sleep| sleep.reset(start + ms(6)));
+    assert!(due.is_elapsed());
+    assert_eq!(timer.stats().fired, 2);
+
+    // Shut down: the same.
+    let _ = timer.shutdown();
+    let fired = timer.stats().fired;
+    let mut due = task::spawn(timer.sleep_until(start + ms(7)));
+    assert_ready!(due.poll());
+    due.enter(|_, sleep| sleep.reset(start + ms(8)));
+    assert!(due.is_elapsed());
+    assert_eq!(timer.stats().fired, fired + 1);
+}
+
+/// Callbacks with one deadline are handed back in the order they were
+/// scheduled, whatever order the wheel holds them in.
+#[test]
+fn shutdown_hands_back_callbacks_of_one_deadline_in_scheduling_order() {
+    let _guard = common::guard();
+    let timer = manual();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let _handles: Vec<_> = (0..4)
+        .map(|n| {
+            let order = order.clone();
+            timer.schedule(Duration::from_secs(1), move || {
+                order.lock().unwrap().push(n);
+            })
+        })
+        .collect();
+    for callback in timer.shutdown().callbacks {
+        callback.run();
+    }
+    assert_eq!(*order.lock().unwrap(), [0, 1, 2, 3]);
 }

@@ -13,6 +13,7 @@ use common::ms;
 
 #[tokio::test(start_paused = true)]
 async fn completes_exactly_at_the_deadline() {
+    let _guard = common::guard();
     let start = Instant::now();
     wheel::sleep(ms(250)).await;
     assert_eq!(start.elapsed(), ms(250));
@@ -20,6 +21,7 @@ async fn completes_exactly_at_the_deadline() {
 
 #[tokio::test(start_paused = true)]
 async fn advance_wakes_the_task_before_it_returns() {
+    let _guard = common::guard();
     let mut sleep = task::spawn(wheel::sleep(ms(10)));
     assert_pending!(sleep.poll());
     time::advance(ms(9)).await;
@@ -32,6 +34,7 @@ async fn advance_wakes_the_task_before_it_returns() {
 
 #[tokio::test(start_paused = true)]
 async fn zero_and_past_deadlines_complete_without_time_passing() {
+    let _guard = common::guard();
     let start = Instant::now();
     wheel::sleep(Duration::ZERO).await;
     wheel::sleep_until(start - ms(5)).await;
@@ -43,6 +46,7 @@ async fn zero_and_past_deadlines_complete_without_time_passing() {
 
 #[tokio::test(start_paused = true)]
 async fn sub_tick_deadlines_round_up_never_down() {
+    let _guard = common::guard();
     time::advance(Duration::from_micros(300)).await;
     let start = Instant::now();
     // 1.5 ms from an unaligned start cannot complete before 1.5 ms, nor
@@ -58,6 +62,7 @@ async fn sub_tick_deadlines_round_up_never_down() {
 
 #[tokio::test(start_paused = true)]
 async fn dropping_a_pending_sleep_leaves_nothing() {
+    let _guard = common::guard();
     let timer = wheel::Timer::current();
     let mut sleeps: Vec<_> = (0..1000)
         .map(|i| task::spawn(wheel::sleep(ms(1 + i))))
@@ -83,6 +88,7 @@ impl std::task::Wake for Counted {
 
 #[tokio::test(start_paused = true)]
 async fn dropping_a_pending_sleep_lets_go_of_its_waker_at_once() {
+    let _guard = common::guard();
     // One deadline, so each entry has neighbours in its slot, and the older
     // half dropped first, long after they were made: the wheel may free
     // those entries later, in a batch, but the waker (a task, in real use)
@@ -106,6 +112,7 @@ async fn dropping_a_pending_sleep_lets_go_of_its_waker_at_once() {
 
 #[tokio::test(start_paused = true)]
 async fn reset_moves_a_registered_sleep_and_keeps_its_waker() {
+    let _guard = common::guard();
     let start = Instant::now();
     let mut sleep = task::spawn(wheel::sleep(ms(100)));
     assert_pending!(sleep.poll());
@@ -118,6 +125,7 @@ async fn reset_moves_a_registered_sleep_and_keeps_its_waker() {
 
 #[tokio::test(start_paused = true)]
 async fn reset_later_does_not_fire_at_the_old_deadline() {
+    let _guard = common::guard();
     let start = Instant::now();
     let mut sleep = task::spawn(wheel::sleep(ms(10)));
     assert_pending!(sleep.poll());
@@ -131,6 +139,7 @@ async fn reset_later_does_not_fire_at_the_old_deadline() {
 
 #[tokio::test(start_paused = true)]
 async fn reset_into_the_past_wakes_at_once() {
+    let _guard = common::guard();
     let start = Instant::now();
     let mut sleep = task::spawn(wheel::sleep(ms(100)));
     assert_pending!(sleep.poll());
@@ -143,6 +152,7 @@ async fn reset_into_the_past_wakes_at_once() {
 
 #[tokio::test(start_paused = true)]
 async fn a_repoll_from_another_task_moves_the_wake_up_there() {
+    let _guard = common::guard();
     // A repeated poll may skip the lock only with the waker the wheel holds.
     let mut sleep = wheel::sleep(ms(10));
     let mut first = task::spawn(());
@@ -158,6 +168,7 @@ async fn a_repoll_from_another_task_moves_the_wake_up_there() {
 
 #[tokio::test(start_paused = true)]
 async fn a_fired_sleep_reset_later_is_woken_at_the_new_deadline() {
+    let _guard = common::guard();
     // Firing took the waker from the wheel; the poll after the reset must
     // leave one there again, although the same task polls.
     let start = Instant::now();
@@ -178,6 +189,7 @@ async fn a_fired_sleep_reset_later_is_woken_at_the_new_deadline() {
 
 #[tokio::test(start_paused = true)]
 async fn reset_after_completion_sleeps_again() {
+    let _guard = common::guard();
     let mut sleep = Box::pin(wheel::sleep(ms(5)));
     sleep.as_mut().await;
     assert!(sleep.is_elapsed());
@@ -190,6 +202,7 @@ async fn reset_after_completion_sleeps_again() {
 
 #[tokio::test(start_paused = true)]
 async fn earlier_registration_reschedules_the_driver() {
+    let _guard = common::guard();
     let start = Instant::now();
     let mut late = task::spawn(wheel::sleep(ms(60_000)));
     assert_pending!(late.poll());
@@ -201,6 +214,7 @@ async fn earlier_registration_reschedules_the_driver() {
 
 #[tokio::test(start_paused = true)]
 async fn many_timers_fire_in_deadline_order_never_early() {
+    let _guard = common::guard();
     let start = Instant::now();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     for i in (0..200u64).rev() {
@@ -225,6 +239,7 @@ async fn many_timers_fire_in_deadline_order_never_early() {
 
 #[tokio::test(start_paused = true)]
 async fn far_deadlines_do_not_panic_and_stay_pending() {
+    let _guard = common::guard();
     let timer = wheel::Timer::current();
     let mut max = task::spawn(wheel::sleep(Duration::MAX));
     let mut centuries = task::spawn(wheel::sleep(Duration::from_secs(300 * 365 * 86_400)));
@@ -238,6 +253,7 @@ async fn far_deadlines_do_not_panic_and_stay_pending() {
 
 #[tokio::test(start_paused = true)]
 async fn an_hour_with_one_timer() {
+    let _guard = common::guard();
     let start = Instant::now();
     wheel::sleep(Duration::from_secs(3600)).await;
     assert_eq!(start.elapsed(), Duration::from_secs(3600));
@@ -245,6 +261,7 @@ async fn an_hour_with_one_timer() {
 
 #[test]
 fn polling_outside_a_runtime_panics_with_a_clear_message() {
+    let _guard = common::guard();
     let sleep = wheel::sleep(ms(10));
     let mut sleep = task::spawn(sleep);
     let err = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -257,6 +274,7 @@ fn polling_outside_a_runtime_panics_with_a_clear_message() {
 
 #[test]
 fn sleep_is_small_and_unpin() {
+    let _guard = common::guard();
     fn unpin<T: Unpin>() {}
     unpin::<wheel::Sleep>();
     // The timer (8), the deadline and the entry's key (16 together) and the
@@ -272,6 +290,7 @@ fn sleep_is_small_and_unpin() {
 
 #[tokio::test(start_paused = true)]
 async fn a_panicking_waker_does_not_stop_the_driver() {
+    let _guard = common::guard();
     use std::sync::Arc;
     use std::task::{Context, Wake, Waker};
 
@@ -307,6 +326,7 @@ async fn a_panicking_waker_does_not_stop_the_driver() {
 
 #[test]
 fn futures_and_handles_are_send_sync_unpin() {
+    let _guard = common::guard();
     fn check<T: Send + Sync + Unpin>() {}
     check::<wheel::Sleep>();
     check::<wheel::Timeout<std::future::Ready<()>>>();
@@ -321,6 +341,7 @@ fn futures_and_handles_are_send_sync_unpin() {
 /// other tasks rather than starve them.
 #[tokio::test(start_paused = true)]
 async fn a_loop_of_due_sleeps_lets_other_tasks_run() {
+    let _guard = common::guard();
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
 
@@ -345,6 +366,7 @@ async fn a_loop_of_due_sleeps_lets_other_tasks_run() {
 /// outside a runtime, though only one not yet due needs the timer.
 #[test]
 fn a_due_sleep_completes_when_polled_outside_a_runtime() {
+    let _guard = common::guard();
     let mut due = task::spawn(wheel::sleep(Duration::ZERO));
     assert_ready!(due.poll());
     let mut passed = task::spawn(wheel::sleep_until(Instant::now() - ms(1)));
@@ -359,6 +381,7 @@ fn a_due_sleep_completes_when_polled_outside_a_runtime() {
 /// a completed one likewise.
 #[tokio::test(start_paused = true)]
 async fn a_reset_registers_so_is_elapsed_matches_tokio_without_a_poll() {
+    let _guard = common::guard();
     let start = Instant::now();
     let mut tokio_sleep = Box::pin(time::sleep(Duration::from_secs(60)));
     let mut never_polled = wheel::sleep(Duration::from_secs(60));
@@ -376,6 +399,7 @@ async fn a_reset_registers_so_is_elapsed_matches_tokio_without_a_poll() {
 
 #[tokio::test(start_paused = true)]
 async fn debug_shows_the_deadline_and_the_state_a_person_can_read() {
+    let _guard = common::guard();
     let deadline = Instant::now() + ms(10);
     let mut sleep = task::spawn(wheel::sleep_until(deadline));
     let shown = |sleep: &wheel::Sleep| format!("{sleep:?}");
@@ -408,4 +432,33 @@ async fn debug_shows_the_deadline_and_the_state_a_person_can_read() {
         &*sleep
     );
     assert!(!pending.contains("Packed"), "{pending}");
+}
+
+/// A duration over 30 years counts as 30 years, to the nanosecond, as with
+/// tokio's `sleep`: just past the cap is capped too, not only durations
+/// whose sum would overflow. Checked from a moment after the instant
+/// deadlines count from (the process's first timer use, which may come
+/// after this runtime's paused clock started), where the fast path is.
+#[tokio::test(start_paused = true)]
+async fn a_duration_just_over_thirty_years_is_capped_as_tokios_is() {
+    let _guard = common::guard();
+    let thirty = Duration::from_secs(86_400 * 365 * 30);
+    let nano = Duration::from_nanos(1);
+    let _first_use = wheel::sleep(Duration::ZERO);
+    for wait in [Duration::ZERO, Duration::from_secs(3600)] {
+        time::advance(wait).await;
+        for duration in [
+            thirty - nano,
+            thirty,
+            thirty + nano,
+            thirty + ms(1),
+            Duration::MAX,
+        ] {
+            assert_eq!(
+                wheel::sleep(duration).deadline(),
+                tokio::time::sleep(duration).deadline(),
+                "{duration:?}, {wait:?} in"
+            );
+        }
+    }
 }

@@ -35,6 +35,8 @@ use std::time::Duration;
 use futures::future::join_all;
 use wheel::{Instant, Sleep, Timer};
 
+mod common;
+
 /// The seed of every run that does not set `WHEEL_STRESS_SEED`: fixed, so
 /// that `cargo test` draws the same steps each time.
 const DEFAULT_SEED: u64 = 0x5eed_2026;
@@ -268,6 +270,7 @@ async fn run_task(id: u64, seed: u64, timers: Arc<Vec<Timer>>, log: Arc<Log>, un
 
 #[test]
 fn random_timers_on_a_multi_thread_runtime_are_never_early_never_lost_and_leave_nothing() {
+    let _guard = common::guard();
     let tasks = env_u64("WHEEL_STRESS_TASKS", 64);
     let secs = env_u64("WHEEL_STRESS_SECS", 2);
     let seed = env_u64("WHEEL_STRESS_SEED", DEFAULT_SEED);

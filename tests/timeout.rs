@@ -14,7 +14,7 @@ use wheel::error::Elapsed;
 use wheel::Instant;
 
 mod common;
-use common::{ms, paused_rt};
+use common::{ms, paused_rt, within};
 
 /// A future that counts its polls and is ready, with that count, once opened.
 /// It arranges no wake-up of its own.
@@ -39,6 +39,7 @@ impl Future for Gate {
 
 #[tokio::test(start_paused = true)]
 async fn a_ready_future_wins_even_with_a_zero_duration() {
+    let _guard = common::guard();
     let start = Instant::now();
     let mut zero = task::spawn(wheel::timeout(Duration::ZERO, async { 7 }));
     assert_ready_eq!(zero.poll(), Ok(7));
@@ -51,6 +52,7 @@ async fn a_ready_future_wins_even_with_a_zero_duration() {
 
 #[tokio::test(start_paused = true)]
 async fn a_pending_future_with_a_zero_duration_times_out_at_once() {
+    let _guard = common::guard();
     let start = Instant::now();
     let mut zero = task::spawn(wheel::timeout(Duration::ZERO, Gate::default()));
     assert!(assert_ready!(zero.poll()).is_err());
@@ -60,6 +62,7 @@ async fn a_pending_future_with_a_zero_duration_times_out_at_once() {
 
 #[tokio::test(start_paused = true)]
 async fn finishing_before_the_deadline_returns_ok_and_leaves_nothing_pending() {
+    let _guard = common::guard();
     let start = Instant::now();
     let timer = wheel::Timer::current();
     let mut t = task::spawn(wheel::timeout(ms(100), time::sleep(ms(30))));
@@ -89,6 +92,7 @@ async fn finishing_before_the_deadline_returns_ok_and_leaves_nothing_pending() {
 
 #[tokio::test(start_paused = true)]
 async fn a_pending_future_errs_exactly_at_the_deadline() {
+    let _guard = common::guard();
     let start = Instant::now();
     let deadline = start + ms(50);
     let out = wheel::timeout(ms(50), std::future::pending::<()>()).await;
@@ -99,6 +103,7 @@ async fn a_pending_future_errs_exactly_at_the_deadline() {
 
 #[tokio::test(start_paused = true)]
 async fn a_pending_future_is_woken_at_the_deadline_and_not_before() {
+    let _guard = common::guard();
     let start = Instant::now();
     let mut t = task::spawn(wheel::timeout(ms(50), Gate::default()));
     assert_pending!(t.poll());
@@ -113,6 +118,7 @@ async fn a_pending_future_is_woken_at_the_deadline_and_not_before() {
 
 #[tokio::test(start_paused = true)]
 async fn elapsed_displays_like_tokio_and_converts_to_io_timed_out() {
+    let _guard = common::guard();
     let err: Elapsed = wheel::timeout(ms(1), std::future::pending::<()>())
         .await
         .unwrap_err();
@@ -138,6 +144,7 @@ async fn elapsed_displays_like_tokio_and_converts_to_io_timed_out() {
 
 #[tokio::test(start_paused = true)]
 async fn timeout_at_uses_the_given_deadline() {
+    let _guard = common::guard();
     let start = Instant::now();
     let deadline = start + ms(75);
     let out = wheel::timeout_at(deadline, std::future::pending::<()>()).await;
@@ -156,6 +163,7 @@ async fn timeout_at_uses_the_given_deadline() {
 
 #[tokio::test(start_paused = true)]
 async fn timeout_at_is_woken_by_the_inner_future() {
+    let _guard = common::guard();
     let (tx, rx) = oneshot::channel();
     let mut t = task::spawn(wheel::timeout_at(Instant::now() + ms(100), rx));
     assert_pending!(t.poll());
@@ -172,6 +180,7 @@ async fn timeout_at_is_woken_by_the_inner_future() {
 
 #[tokio::test(start_paused = true)]
 async fn get_ref_get_mut_and_into_inner() {
+    let _guard = common::guard();
     let timer = wheel::Timer::current();
     let mut t = task::spawn(wheel::timeout(ms(100), Gate::default()));
     assert_eq!(t.get_ref().polls, 0);
@@ -200,6 +209,7 @@ async fn get_ref_get_mut_and_into_inner() {
 
 #[tokio::test(start_paused = true)]
 async fn inner_ready_at_the_deadline_wins() {
+    let _guard = common::guard();
     let start = Instant::now();
     // Both on the wheel, due at the same tick.
     let out = wheel::timeout(ms(20), wheel::sleep(ms(20))).await;
@@ -238,6 +248,7 @@ async fn inner_ready_at_the_deadline_wins() {
 
 #[tokio::test(start_paused = true)]
 async fn duration_max_does_not_panic() {
+    let _guard = common::guard();
     assert_eq!(wheel::timeout(Duration::MAX, async { 3 }).await, Ok(3));
     let start = Instant::now();
     assert_eq!(
@@ -259,6 +270,7 @@ async fn duration_max_does_not_panic() {
 
 #[tokio::test(start_paused = true)]
 async fn nested_timeouts_the_shorter_one_fires() {
+    let _guard = common::guard();
     let start = Instant::now();
     let inner_first =
         wheel::timeout(ms(50), wheel::timeout(ms(10), std::future::pending::<()>())).await;
@@ -280,6 +292,7 @@ async fn nested_timeouts_the_shorter_one_fires() {
 
 #[tokio::test(start_paused = true)]
 async fn explicit_timer_timeouts_round_up_to_its_tick() {
+    let _guard = common::guard();
     let origin = Instant::now();
     let timer = wheel::Timer::builder().tick(ms(10)).build().unwrap();
     let mut t = task::spawn(timer.timeout(ms(25), Gate::default()));
@@ -314,6 +327,7 @@ async fn explicit_timer_timeouts_round_up_to_its_tick() {
 
 #[tokio::test(start_paused = true)]
 async fn dropping_a_pending_timeout_cancels_its_entry() {
+    let _guard = common::guard();
     let timer = wheel::Timer::current();
     let mut t = task::spawn(wheel::timeout(ms(100), Gate::default()));
     assert_pending!(t.poll());
@@ -340,6 +354,7 @@ async fn dropping_a_pending_timeout_cancels_its_entry() {
 
 #[tokio::test(start_paused = true)]
 async fn an_unpolled_timeout_registers_nothing() {
+    let _guard = common::guard();
     let timer = wheel::Timer::current();
     let t = wheel::timeout(ms(100), Gate::default());
     assert_eq!(timer.stats().entries, 0);
@@ -349,6 +364,7 @@ async fn an_unpolled_timeout_registers_nothing() {
 
 #[tokio::test(start_paused = true)]
 async fn many_concurrent_timeouts_half_complete_half_time_out() {
+    let _guard = common::guard();
     let start = Instant::now();
     let mut handles = Vec::new();
     for i in 0..200u64 {
@@ -428,6 +444,7 @@ proptest! {
 /// looked at without one, as tokio's `Timeout` does.
 #[tokio::test(start_paused = true)]
 async fn a_future_that_spends_the_whole_budget_still_times_out() {
+    let _guard = common::guard();
     let past = Instant::now();
     wheel::sleep(ms(1)).await;
     let mut polls = 0;
@@ -441,4 +458,45 @@ async fn a_future_that_spends_the_whole_budget_still_times_out() {
     });
     let out: Result<(), Elapsed> = wheel::timeout_at(past, busy).await;
     assert!(out.is_err());
+}
+
+/// A loop over timeouts that elapse at once spends tokio's budget through
+/// their delays, as tokio's `Timeout` does, so it yields to the runtime's
+/// other tasks. (The delay goes unbudgeted only when the inner future spent
+/// the last unit, which `pending` never does.)
+#[tokio::test(start_paused = true)]
+async fn a_loop_of_elapsed_timeouts_lets_other_tasks_run() {
+    let _guard = common::guard();
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let _guard = common::guard();
+    let past = Instant::now();
+    within("a 1 ms sleep", ms(2), wheel::sleep(ms(1))).await;
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = ran.clone();
+    tokio::spawn(async move { flag.store(true, Ordering::SeqCst) });
+    let mut timeouts = 0;
+    while !ran.load(Ordering::SeqCst) {
+        let out = wheel::timeout_at(past, std::future::pending::<()>()).await;
+        assert!(out.is_err());
+        timeouts += 1;
+        assert!(timeouts <= 1000, "{timeouts} elapsed timeouts and no yield");
+    }
+}
+
+/// A deadline more than 292 years out (past what a `Sleep` keeps in 64
+/// bits) is still a deadline: the timeout registers, and expires when the
+/// clock gets there. Only a deadline that overflows means none.
+#[tokio::test(start_paused = true)]
+async fn a_timeout_three_centuries_out_registers_and_expires() {
+    let _guard = common::guard();
+    let far = Duration::from_secs(300 * 365 * 86_400);
+    let start = Instant::now();
+    let mut timeout = task::spawn(wheel::timeout(far, std::future::pending::<()>()));
+    assert_pending!(timeout.poll());
+    assert_eq!(wheel::Timer::current().stats().pending, 1, "not registered");
+    let out = within("a timeout 300 years out", far + ms(1), timeout).await;
+    assert!(out.is_err());
+    assert!(Instant::now() >= start + far);
 }

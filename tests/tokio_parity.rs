@@ -15,13 +15,12 @@ use std::future::Future;
 use std::pin::pin;
 use std::time::Duration;
 
+mod common;
+
+/// `f` on a paused clock, [`guard`](common::guard)ed: a wheel timer that
+/// never fires fails the test rather than hanging it.
 fn paused<F: Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap()
-        .block_on(f)
+    common::paused_rt().block_on(f)
 }
 
 /// Runs `$body` once with `$t` = `tokio::time` and once with `$t` = `wheel`,
@@ -472,6 +471,7 @@ advance_while_waiting!(interval_advance_while_waiting_skip, Skip);
 
 #[test]
 fn after_runtime_drop_non_polling_ops_do_not_panic() {
+    let _guard = common::guard();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)

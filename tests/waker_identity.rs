@@ -131,6 +131,7 @@ fn wakes((one, two): &(Task, Task)) -> (usize, usize) {
 
 #[test]
 fn a_manual_timers_sleep_wakes_the_task_that_polled_last() {
+    let _guard = common::guard();
     let timer = manual();
     let mut sleep = timer.sleep(secs(1));
     let tasks = poll_as_task_one_then_task_two(&mut sleep);
@@ -140,6 +141,7 @@ fn a_manual_timers_sleep_wakes_the_task_that_polled_last() {
 
 #[test]
 fn a_default_timer_sleep_wakes_the_task_that_polled_last() {
+    let _guard = common::guard();
     paused_rt().block_on(async {
         let mut sleep = wheel::sleep(secs(1));
         let tasks = poll_as_task_one_then_task_two(&mut sleep);
@@ -150,6 +152,7 @@ fn a_default_timer_sleep_wakes_the_task_that_polled_last() {
 
 #[test]
 fn a_timeout_wakes_the_task_that_polled_last() {
+    let _guard = common::guard();
     let timer = manual();
     let mut timeout = Box::pin(timer.timeout(secs(1), std::future::pending::<()>()));
     let tasks = poll_as_task_one_then_task_two(&mut timeout);
@@ -159,6 +162,7 @@ fn a_timeout_wakes_the_task_that_polled_last() {
 
 #[test]
 fn an_interval_wakes_the_task_that_polled_last() {
+    let _guard = common::guard();
     let timer = manual();
     let mut interval = timer.interval_at(timer.now() + secs(1), secs(1));
     let mut tick = std::future::poll_fn(|cx| interval.poll_tick(cx));
@@ -169,6 +173,7 @@ fn an_interval_wakes_the_task_that_polled_last() {
 
 #[test]
 fn a_sleep_whose_waker_clones_to_the_same_address_still_repolls() {
+    let _guard = common::guard();
     // The common case stays correct too: an `Arc` waker clones to itself.
     let timer = manual();
     let task = Task::default();

@@ -227,6 +227,12 @@ impl Alarm {
         matches!(self, Alarm::Precise(precise) if precise.fd.is_armed())
     }
 
+    /// A precise alarm that keeps a tokio timer beside its `timerfd`.
+    #[cfg(all(test, feature = "precise", target_os = "linux"))]
+    pub(crate) fn keeps_tokio_alarm(&self) -> bool {
+        matches!(self, Alarm::Precise(precise) if precise.tokio.is_some())
+    }
+
     /// Asks for a pass soon, not on the caller's stack: what a registration
     /// does when the alarm answers `Ready` (see `Shard::register`), or a
     /// callback is due at once. A runtime shard spawns a task that runs

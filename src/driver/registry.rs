@@ -257,6 +257,7 @@ mod tests {
 
     #[test]
     fn the_cache_does_not_keep_a_shut_down_runtimes_timer_alive() {
+        let _watchdog = crate::driver::tests::watchdog();
         // A thread of its own, so its cache starts empty and ends with this.
         std::thread::spawn(|| {
             let rt = tokio::runtime::Builder::new_current_thread()
@@ -265,7 +266,11 @@ mod tests {
                 .build()
                 .unwrap();
             let (timer, shard) = rt.block_on(async {
-                crate::sleep(std::time::Duration::from_millis(1)).await;
+                // Under tokio's timeout: a sleep never fired fails at once.
+                let slept = crate::sleep(std::time::Duration::from_millis(1));
+                tokio::time::timeout(std::time::Duration::from_secs(1), slept)
+                    .await
+                    .expect("never completed: a 1 ms sleep");
                 let timer = current().unwrap();
                 (
                     Arc::downgrade(timer.driver_arc()),

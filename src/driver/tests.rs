@@ -21,6 +21,32 @@ fn limit_generations(timer: &Timer, bits: u32) {
     shards[0].lock().wheel = wheel;
 }
 
+/// Fails the run, naming the test, should it still be running after 10 s
+/// (each takes milliseconds): a broken pass leaves `advance` going
+/// round for ever, or a sleep never woken, and the run would hang with no
+/// word of which test. It cannot make the test panic, so the process
+/// exits. Hold it for the test: `let _watchdog = watchdog();`.
+pub(super) fn watchdog() -> std::sync::mpsc::Sender<()> {
+    use std::sync::mpsc::{channel, RecvTimeoutError};
+    let what = std::thread::current()
+        .name()
+        .unwrap_or("a unit test")
+        .to_owned();
+    let (stand_down, told) = channel::<()>();
+    std::thread::spawn(move || {
+        if let Err(RecvTimeoutError::Timeout) = told.recv_timeout(Duration::from_secs(10)) {
+            use std::io::Write;
+            // Not `eprintln!`: libtest captures it, and the exit loses it.
+            let _ = writeln!(
+                std::io::stderr(),
+                "never completed: {what} (watchdog: 10 s)"
+            );
+            std::process::exit(101);
+        }
+    });
+    stand_down
+}
+
 fn register(shard: &Arc<Shard>, deadline: Deadline) -> Registration {
     shard.register(
         deadline,
@@ -33,6 +59,7 @@ fn register(shard: &Arc<Shard>, deadline: Deadline) -> Registration {
 
 #[test]
 fn a_full_shard_refuses_with_an_error_that_names_the_shard() {
+    let _watchdog = watchdog();
     let timer = Timer::builder().manual().build().unwrap();
     let mut driver = Driver::new_manual(Geometry {
         clock: *timer.driver().clock(),
@@ -74,6 +101,7 @@ fn a_full_shard_refuses_with_an_error_that_names_the_shard() {
 /// the fired one's entry, and theirs, alone.
 #[test]
 fn a_fired_sleeps_key_names_its_own_entry_however_the_generations_come_round() {
+    let _watchdog = watchdog();
     let timer = Timer::builder().manual().build().unwrap();
     limit_generations(&timer, 2);
     let start = timer.now();
@@ -101,6 +129,7 @@ fn a_fired_sleeps_key_names_its_own_entry_however_the_generations_come_round() {
 /// then completed at once.
 #[test]
 fn cancelling_a_batched_callback_leaves_a_newer_entry_in_its_slot_alone() {
+    let _watchdog = watchdog();
     let timer = Timer::builder().manual().build().unwrap();
     limit_generations(&timer, 2);
     let start = timer.now();

@@ -239,7 +239,7 @@ fn outside_budget<R>(waker: &Waker, look: impl FnOnce(&mut Context<'_>) -> R) ->
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 
@@ -248,6 +248,7 @@ mod tests {
     /// real clock, a registration arms the fd too.
     #[test]
     fn on_a_current_thread_runtime_a_registration_arms_the_timerfd() {
+        let _watchdog = crate::driver::tests::watchdog();
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -269,6 +270,61 @@ mod tests {
             tokio_test::assert_pending!(sleep.poll());
             assert!(armed(), "only the tokio alarm was armed");
         });
+    }
+
+    /// A paused clock that has moved off the real one leaves the fd
+    /// disarmed: armed, it would fire on real time, into passes that find
+    /// nothing due on the paused clock, and again each time it was re-armed.
+    #[test]
+    fn on_a_paused_clock_off_the_real_one_a_registration_leaves_the_timerfd_disarmed() {
+        let _watchdog = crate::driver::tests::watchdog();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            tokio::time::advance(Duration::from_secs(3600)).await;
+            let timer = crate::Timer::builder()
+                .tick(Duration::from_micros(50))
+                .precise()
+                .build()
+                .unwrap();
+            let mut sleep = tokio_test::task::spawn(timer.sleep(Duration::from_secs(10)));
+            tokio_test::assert_pending!(sleep.poll());
+            let armed = timer
+                .driver()
+                .shards()
+                .iter()
+                .any(|shard| shard.lock().alarm.is_timerfd_armed());
+            assert!(!armed, "armed on real time for a paused clock's deadline");
+        });
+    }
+
+    /// Only a runtime whose clock can be paused (a current-thread one)
+    /// keeps a tokio alarm beside the fd: on a multi-thread runtime it
+    /// would wake tokio's driver a second time for every deadline.
+    #[test]
+    fn only_a_current_thread_runtime_keeps_a_tokio_alarm_too() {
+        let _watchdog = crate::driver::tests::watchdog();
+        for workers in [0, 2] {
+            let mut builder = if workers == 0 {
+                tokio::runtime::Builder::new_current_thread()
+            } else {
+                let mut builder = tokio::runtime::Builder::new_multi_thread();
+                builder.worker_threads(workers);
+                builder
+            };
+            let rt = builder.enable_all().build().unwrap();
+            let keeps = rt.block_on(async {
+                let timer = crate::Timer::builder().precise().build().unwrap();
+                let shards = timer.driver().shards();
+                shards
+                    .iter()
+                    .all(|shard| shard.lock().alarm.keeps_tokio_alarm())
+            });
+            assert_eq!(keeps, workers == 0, "{workers} workers");
+        }
     }
 
     #[test]

@@ -22,8 +22,25 @@ pub fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
 }
 
-/// A current-thread runtime with timers and a paused clock.
+/// A current-thread runtime with timers and a paused clock, [`guard`]ed.
 pub fn paused_rt() -> Runtime {
+    guarded(paused_unguarded())
+}
+
+/// [`paused_rt`], guarded by the watchdog alone: for a test that moves the
+/// paused clock past [`PAUSED_LIMIT`] itself (the model's jumps of
+/// centuries), polling its timers rather than awaiting them.
+pub fn paused_rt_far() -> Runtime {
+    let rt = paused_unguarded();
+    let watchdog = watchdog(this_test(), WALL_LIMIT);
+    rt.spawn(async move {
+        let _watchdog = watchdog;
+        std::future::pending::<()>().await
+    });
+    rt
+}
+
+fn paused_unguarded() -> Runtime {
     Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
@@ -52,18 +69,21 @@ pub fn panic_message(payload: &(dyn Any + Send)) -> String {
     }
 }
 
-/// A current-thread runtime with timers, on real time.
+/// A current-thread runtime with timers, on real time, [`guard`]ed.
 pub fn real_rt() -> Runtime {
-    Builder::new_current_thread().enable_time().build().unwrap()
+    guarded(Builder::new_current_thread().enable_time().build().unwrap())
 }
 
-/// A multi-thread runtime with two workers and timers, on real time.
+/// A multi-thread runtime with two workers and timers, on real time,
+/// [`guard`]ed.
 pub fn multi_rt() -> Runtime {
-    Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_time()
-        .build()
-        .unwrap()
+    guarded(
+        Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_time()
+            .build()
+            .unwrap(),
+    )
 }
 
 /// Polls `f` once with a no-op context; for futures that must be polled
@@ -127,4 +147,122 @@ pub fn splitmix(state: &mut u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
+}
+
+// Guards: a broken driver must fail a test, naming what never completed,
+// not hang the run until CI's time limit. A wheel timer that never fires
+// leaves a paused-clock runtime with no tokio timer to auto-advance to, so
+// it parks for good; a real-time test just waits.
+
+/// Paused time a guarded test may take: far beyond any test's own waits
+/// (the longest, a timeout 300 years out). When nothing else is left, the
+/// paused clock jumps there at once.
+pub const PAUSED_LIMIT: Duration = Duration::from_secs(1000 * 365 * 86_400);
+
+/// Real time a guarded test may take before its watchdog fails it. The
+/// slowest take about 2 s, and 15 s on a machine busy with other builds;
+/// this leaves room for worse.
+pub const WALL_LIMIT: Duration = Duration::from_secs(60);
+
+/// Awaits `fut`, failing with "never completed: {what}" if `limit` of
+/// tokio time passes first. On a paused clock, a wheel timer that never
+/// fires lets auto-advance reach `limit` at once.
+#[track_caller]
+pub fn within<F: Future>(what: &str, limit: Duration, fut: F) -> impl Future<Output = F::Output> {
+    let caller = std::panic::Location::caller();
+    let what = what.to_owned();
+    async move {
+        match tokio::time::timeout(limit, fut).await {
+            Ok(out) => out,
+            Err(_) => panic!("never completed: {what} (within {limit:?}, at {caller})"),
+        }
+    }
+}
+
+/// Fails a hung test from outside it: it cannot be made to panic, so the
+/// process exits, with the message naming it.
+fn hung(what: &str, after: &str) -> ! {
+    use std::io::Write;
+    // Straight to stderr: libtest captures `eprintln!`, on the guard's
+    // threads too, and the exit would lose it.
+    let _ = writeln!(
+        std::io::stderr(),
+        "never completed: {what} (guard: {after}); a wheel timer never fired?"
+    );
+    std::process::exit(101)
+}
+
+/// The test this thread runs (libtest names the thread after it).
+fn this_test() -> String {
+    std::thread::current()
+        .name()
+        .unwrap_or("a test on an unnamed thread")
+        .to_owned()
+}
+
+/// Keeps a test from hanging while it lives: a watchdog thread that fails
+/// the run after [`WALL_LIMIT`] of real time and, called inside a runtime,
+/// a task that fails it after [`PAUSED_LIMIT`] of that runtime's time (on
+/// a paused clock, the moment nothing else is left to run). Dropped, it
+/// stands down. `let _guard = common::guard();` first thing in a test.
+#[must_use = "the guard stands down when dropped"]
+pub fn guard() -> Guard {
+    let what = this_test();
+    let task = tokio::runtime::Handle::try_current().ok().map(|rt| {
+        let what = what.clone();
+        // `sleep_until`: tokio's `sleep` would cap the limit at 30 years.
+        let limit = tokio::time::Instant::now() + PAUSED_LIMIT;
+        rt.spawn(async move {
+            tokio::time::sleep_until(limit).await;
+            hung(&what, "tokio's clock reached the paused limit")
+        })
+        .abort_handle()
+    });
+    Guard {
+        _watchdog: watchdog(what, WALL_LIMIT),
+        task,
+    }
+}
+
+/// A thread that fails the run unless the returned sender is dropped
+/// within `wall`.
+fn watchdog(what: String, wall: Duration) -> std::sync::mpsc::Sender<()> {
+    let (stand_down, told) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = told.recv_timeout(wall) {
+            hung(&what, &format!("{wall:?} of real time"));
+        }
+    });
+    stand_down
+}
+
+/// See [`guard`].
+pub struct Guard {
+    _watchdog: std::sync::mpsc::Sender<()>,
+    task: Option<tokio::task::AbortHandle>,
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+    }
+}
+
+/// Guards every `block_on` of `rt` for as long as it lives (see [`guard`]),
+/// with one task, dropped with the runtime.
+fn guarded(rt: Runtime) -> Runtime {
+    let what = this_test();
+    let limit = {
+        let _in = rt.enter();
+        tokio::time::Instant::now() + PAUSED_LIMIT
+    };
+    let watchdog = watchdog(what.clone(), WALL_LIMIT);
+    rt.spawn(async move {
+        let _watchdog = watchdog;
+        tokio::time::sleep_until(limit).await;
+        hung(&what, "tokio's clock reached the paused limit")
+    });
+    rt
 }
