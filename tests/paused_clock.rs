@@ -215,6 +215,7 @@ proptest! {
     /// Every step ends at the same instant on both, with the same result.
     #[test]
     fn the_wheel_keeps_tokios_instants(steps in prop::collection::vec(step(), 1..12)) {
+        let _guard = common::guard();
         let program = Program(steps);
         prop_assert_eq!(program.run::<Wheel>(), program.run::<Tokio>());
     }
@@ -224,6 +225,7 @@ proptest! {
 /// auto-advance, so awaiting an outside event does not move the clock.
 #[test]
 fn a_cancelled_timeout_leaves_nothing_for_auto_advance() {
+    let _guard = common::guard();
     let program = Program(vec![Step::TimeoutYield(3_600_000_000), Step::External]);
     let expected = vec![(Duration::ZERO, Some(true)), (Duration::ZERO, None)];
     assert_eq!(program.run::<Tokio>(), expected);
@@ -234,6 +236,7 @@ fn a_cancelled_timeout_leaves_nothing_for_auto_advance() {
 /// wheel timer does not shift its grid off tokio's.
 #[test]
 fn a_fraction_of_a_millisecond_before_the_first_timer_keeps_tokios_instants() {
+    let _guard = common::guard();
     let program = Program(vec![Step::Advance(300), Step::SleepUntil(5_000)]);
     let expected = vec![
         (Duration::from_micros(300), None),
@@ -248,6 +251,7 @@ fn a_fraction_of_a_millisecond_before_the_first_timer_keeps_tokios_instants() {
 /// after whole-millisecond advances.
 #[test]
 fn a_timer_first_used_between_milliseconds_keeps_tokios_instants() {
+    let _guard = common::guard();
     let program = Program(vec![
         Step::Advance(300),
         Step::Sleep(0),
@@ -269,6 +273,7 @@ fn a_timer_first_used_between_milliseconds_keeps_tokios_instants() {
 /// 41.262 ms when the timeout fires), has not completed.
 #[test]
 fn off_tokios_grid_a_timer_waits_for_tokios_next_millisecond() {
+    let _guard = common::guard();
     let program = Program(vec![
         Step::Advance(13_262),
         Step::Timeout {

@@ -36,6 +36,7 @@ fn paused() -> Runtime {
 /// timer has shut down" once it was dropped).
 #[test]
 fn a_look_inside_another_runtime_does_not_rebind_a_worker() {
+    let _guard = common::guard();
     let (one, two) = (multi_thread(1), multi_thread(1));
     let two_handle = two.handle().clone();
     let pending_on_one = one.block_on(async move {
@@ -64,6 +65,7 @@ fn a_look_inside_another_runtime_does_not_rebind_a_worker() {
 /// of runtime two: each sleep is its own runtime's, as tokio's are.
 #[test]
 fn a_block_on_nested_in_spawn_blocking_gets_its_own_runtimes_timer() {
+    let _guard = common::guard();
     let one = multi_thread(1);
     let fired = one.block_on(async {
         tokio::task::spawn_blocking(|| {
@@ -91,6 +93,7 @@ fn a_block_on_nested_in_spawn_blocking_gets_its_own_runtimes_timer() {
 /// from).
 #[test]
 fn a_paused_runtimes_task_in_block_in_place_sleeps_on_its_clock() {
+    let _guard = common::guard();
     let one = multi_thread(2);
     let (ours, tokios) = one.block_on(async {
         tokio::spawn(async {
@@ -123,6 +126,7 @@ fn a_paused_runtimes_task_in_block_in_place_sleeps_on_its_clock() {
 /// deadline read from A's clock, long past on B's).
 #[test]
 fn a_sleep_made_in_one_runtime_and_polled_in_another_waits_on_the_first() {
+    let _guard = common::guard();
     let (a, b) = (paused(), multi_thread(1));
     let (mut ours, mut tokios) = {
         let _in_a = a.enter();

@@ -38,6 +38,7 @@ fn until(done: impl Fn() -> bool) {
 /// it woke: exactly its deadlines, on every worker count.
 #[test]
 fn advanced_by_hand_every_task_wakes_at_its_deadlines() {
+    let _guard = common::guard();
     for workers in [1, 2, 4] {
         let rt = multi_thread(workers, false);
         let start = rt.now();
@@ -100,6 +101,7 @@ fn advanced_by_hand_every_task_wakes_at_its_deadlines() {
 /// every task finishes at the instant its own timers add up to.
 #[test]
 fn auto_advanced_every_task_finishes_at_its_own_deadlines() {
+    let _guard = common::guard();
     for workers in [1, 2, 4] {
         let rt = multi_thread(workers, true);
         let start = rt.now();
@@ -141,6 +143,7 @@ fn auto_advanced_every_task_finishes_at_its_own_deadlines() {
 /// busy the clock stays put; a current-thread runtime works the same way.
 #[test]
 fn block_on_and_a_current_thread_runtime_are_driven_too() {
+    let _guard = common::guard();
     let runtimes = [
         multi_thread(2, true),
         TestClock::new()
@@ -164,6 +167,7 @@ fn block_on_and_a_current_thread_runtime_are_driven_too() {
 /// sleep stays pending however long the runtime idles, until advanced.
 #[test]
 fn without_auto_advance_only_the_test_moves_the_clock() {
+    let _guard = common::guard();
     let rt = multi_thread(2, false);
     let task = rt.handle().spawn(async { wheel::sleep(secs(1)).await });
     until(|| rt.timer().stats().pending == 1);
@@ -182,6 +186,7 @@ fn without_auto_advance_only_the_test_moves_the_clock() {
 /// default timer is its own, and a test runtime's clock is not tokio's.
 #[test]
 fn the_test_clock_is_its_runtimes_alone() {
+    let _guard = common::guard();
     let rt = multi_thread(1, true);
     let ours = rt.block_on(async { Timer::current() });
     assert!(ours.is_manual());

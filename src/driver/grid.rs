@@ -80,6 +80,7 @@ mod tests {
 
     #[test]
     fn finds_the_millisecond_tokio_last_processed() {
+        let _watchdog = crate::driver::tests::watchdog();
         paused().block_on(async {
             let start = Instant::now();
             // The driver processes the clock when the task yields.
@@ -101,6 +102,7 @@ mod tests {
     /// last millisecond it processed, found further back.
     #[test]
     fn a_driver_behind_the_clock_is_found_where_it_is() {
+        let _watchdog = crate::driver::tests::watchdog();
         paused().block_on(async {
             let start = Instant::now();
             // The first poll of `advance` moves the clock; the driver
@@ -117,6 +119,7 @@ mod tests {
 
     #[test]
     fn on_the_grid_it_is_now() {
+        let _watchdog = crate::driver::tests::watchdog();
         paused().block_on(async {
             let start = Instant::now();
             tokio::time::advance(Duration::from_millis(7)).await;

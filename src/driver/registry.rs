@@ -293,6 +293,7 @@ mod tests {
 
     #[test]
     fn a_worker_trusts_a_task_once_two_tasks_have_found_its_runtime() {
+        let _watchdog = crate::driver::tests::watchdog();
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_time()
@@ -328,6 +329,7 @@ mod tests {
     /// lookups come from one task, and the thread trusts no one then.
     #[test]
     fn entering_another_runtime_does_not_rebind_its_workers() {
+        let _watchdog = crate::driver::tests::watchdog();
         let rt = |flavor_multi: bool| {
             let mut builder = if flavor_multi {
                 tokio::runtime::Builder::new_multi_thread()

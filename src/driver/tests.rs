@@ -160,6 +160,7 @@ fn cancelling_a_batched_callback_leaves_a_newer_entry_in_its_slot_alone() {
 /// server does not re-arm tokio's timer for every timeout it cancels.
 #[test]
 fn only_a_paused_clock_has_its_alarm_disarmed_when_the_shard_empties() {
+    let _watchdog = watchdog();
     for paused in [true, false] {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_time()
