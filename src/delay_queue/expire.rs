@@ -61,7 +61,7 @@ impl<T> DelayQueue<T> {
             far,
             ..
         } = self;
-        let Some(Bound { timer, clock }) = bound else {
+        let Some(Bound { timer, clock, .. }) = bound else {
             unreachable!("a queue with entries has a timer");
         };
         loop {

@@ -53,7 +53,6 @@ use at::Far;
 use bound::Bound;
 use moved::Moved;
 
-use crate::driver::Deadline;
 use crate::wheel::Wheel;
 use crate::{Sleep, Timer};
 
@@ -307,25 +306,6 @@ impl<T> DelayQueue<T> {
         let key = self.wheel.insert(tick, Item { value, at });
         self.wake_if_before(tick);
         Key(key)
-    }
-
-    /// The tick and the kept deadline of `now + timeout`, when that is
-    /// after `now` and fits an `i64` of nanoseconds (see `at.rs`): the
-    /// common case, with 64-bit arithmetic on nanoseconds rather than an
-    /// `Instant` sum, compare and conversion. `None` otherwise: the caller
-    /// takes the general path, through the `Instant`.
-    #[inline]
-    fn ahead(&mut self, now: Instant, timeout: Duration) -> Option<(u64, i64)> {
-        if timeout.is_zero() {
-            return None;
-        }
-        // `Deadline::checked_after` is `from_instant(deadline_after(now,
-        // timeout))` whenever the sum fits an `i64`, as `to_i64` checks.
-        let deadline = Deadline::checked_after(now, timeout)?;
-        let at = deadline.to_i64()?;
-        // After `now` (the timeout is not zero), so it rounds up: the
-        // clock's `tick_of` is its `deadline_tick` of the same instant.
-        Some((self.bound().clock.tick_of(deadline), at))
     }
 
     /// Moves the entry's deadline to `timeout` from now, whether that is
