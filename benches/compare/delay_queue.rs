@@ -30,7 +30,7 @@ use crate::measure::{columns, percentile, random_duration, signed_nanos, Group, 
 use crate::proc_stats;
 use crate::queue::QueueSide;
 use crate::report::{label, Row};
-use crate::side::{Column, Side};
+use crate::side::Column;
 use crate::support::Rng;
 use crate::Config;
 
@@ -350,15 +350,15 @@ pub(crate) fn child(args: &[String]) {
         .into_iter()
         .find(|c| c.name() == column)
         .expect("a column");
-    let cfg = Config::default();
-    let bytes = columns!(&cfg, 1, Group::Ct, |T| (column == T::COLUMN)
-        .then(|| resident::<T>(n)))
-    .0
-    .into_iter()
-    .flatten()
-    .flatten()
-    .next()
-    .expect("the column ran");
+    // Not through `columns!`: that retries a disturbed run, and the parent
+    // already does (a child that waited for a quiet machine too would wait
+    // twice).
+    let bytes = match column {
+        Column::Tokio => resident::<crate::side::Tokio>(n),
+        Column::TokioAlt => resident::<crate::side::TokioAlt>(n),
+        Column::Wheel => resident::<crate::side::Wheel>(n),
+        Column::Timer => resident::<crate::side::WheelTimer>(n),
+    };
     println!("bytes_per_entry={bytes}");
 }
 
