@@ -31,12 +31,15 @@ mod support;
 #[path = "../support/proc.rs"]
 mod proc_stats;
 
+mod delay_queue;
 mod fire;
 mod floor;
 mod measure;
 mod micro;
 mod pending;
+mod queue;
 mod report;
+mod session;
 mod side;
 mod tower_row;
 
@@ -48,7 +51,7 @@ use support::Size;
 type Workload = fn(&Config);
 
 /// The workloads, in the order they run.
-const WORKLOADS: [(&str, Workload); 12] = [
+const WORKLOADS: [(&str, Workload); 14] = [
     ("timeout_ready", micro::timeout_ready),
     ("churn", micro::churn),
     ("timeout_yield", micro::timeout_yield),
@@ -59,6 +62,8 @@ const WORKLOADS: [(&str, Workload); 12] = [
     ("fire_200k", fire::fire_200k),
     ("crowded", pending::crowded),
     ("floor", floor::floor),
+    ("delay_queue", delay_queue::delay_queue),
+    ("delay_queue_session", session::delay_queue_session),
     // With `--features tower` only: tower's `Timeout` against wheel::tower's.
     ("tower_ready", tower_row::tower_ready),
     ("tower_yield", tower_row::tower_yield),
@@ -192,7 +197,8 @@ fn main() {
     if let Some(("--child", rest)) = args.split_first().map(|(a, r)| (a.as_str(), r)) {
         match rest.split_first() {
             Some((workload, rest)) if workload == "pending_1m" => pending::child(rest),
-            _ => fail("--child takes pending_1m"),
+            Some((workload, rest)) if workload == "delay_queue" => delay_queue::child(rest),
+            _ => fail("--child takes pending_1m or delay_queue"),
         }
         return;
     }

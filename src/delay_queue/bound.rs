@@ -2,6 +2,8 @@
 //! use for a queue made by `DelayQueue::new`, at once for one made
 //! `with_timer`.
 
+use std::time::Duration;
+
 use tokio::time::Instant;
 
 use super::DelayQueue;
@@ -13,6 +15,12 @@ use crate::Timer;
 pub(super) struct Bound {
     pub(super) timer: Timer,
     pub(super) clock: Clock,
+    /// The clock's tick 0, and as `at.rs` keeps a deadline (`None` if it
+    /// cannot), and the tick in nanoseconds: for [`DelayQueue::ahead`]'s
+    /// 64-bit arithmetic.
+    origin: Instant,
+    origin_at: Option<i64>,
+    tick_nanos: u64,
 }
 
 impl Bound {
@@ -27,7 +35,15 @@ impl Bound {
             .instant_at(grid.now_tick(now))
             .map_or(now, |start| start.min(now));
         let clock = Clock::new(origin, timer.tick());
-        Bound { timer, clock }
+        let origin_at = Some(super::at::encode(origin)).filter(|&at| at != super::at::FAR);
+        let tick_nanos = u64::try_from(timer.tick().as_nanos()).expect("checked by the builder");
+        Bound {
+            timer,
+            clock,
+            origin,
+            origin_at,
+            tick_nanos,
+        }
     }
 }
 
@@ -51,6 +67,28 @@ impl<T> DelayQueue<T> {
         self.bound().timer.now()
     }
 
+    /// The tick and the kept deadline (see `at.rs`) of `now + timeout`,
+    /// when that is after `now` and the sum's nanoseconds from the origin
+    /// fit a `u64`: the common case, in 64-bit arithmetic on nanoseconds
+    /// rather than an `Instant` sum, compare and conversion. The tick is
+    /// the clock's `deadline_tick` of `now + timeout`, which is `(now +
+    /// timeout - origin)` in nanoseconds divided by the tick, rounded up;
+    /// the kept deadline is `encode(now + timeout)`, which is the origin's
+    /// plus those nanoseconds. `None` otherwise: the caller takes the
+    /// general path, through the `Instant`.
+    #[inline]
+    pub(super) fn ahead(&mut self, now: Instant, timeout: Duration) -> Option<(u64, i64)> {
+        if timeout.is_zero() {
+            return None;
+        }
+        let bound = self.bound();
+        let since = now.checked_duration_since(bound.origin)?;
+        let nanos = nanos(since)?.checked_add(nanos(timeout)?)?;
+        // Above `FAR` (`i64::MIN`): a non-negative sum of an `i64` above it.
+        let at = bound.origin_at?.checked_add(i64::try_from(nanos).ok()?)?;
+        Some((nanos.div_ceil(bound.tick_nanos), at))
+    }
+
     /// The tick an entry due at `deadline` waits for: the deadline rounded
     /// up to the queue's tick (never early), unless it has already passed
     /// by `now`, when it is due at once: at the tick it fell in, which the
@@ -64,6 +102,15 @@ impl<T> DelayQueue<T> {
             clock.deadline_tick(deadline)
         }
     }
+}
+
+/// `duration` in nanoseconds, if that fits a `u64`.
+#[inline]
+fn nanos(duration: Duration) -> Option<u64> {
+    duration
+        .as_secs()
+        .checked_mul(1_000_000_000)?
+        .checked_add(u64::from(duration.subsec_nanos()))
 }
 
 /// The panic of a queue made by [`DelayQueue::new`] (or `with_capacity`,

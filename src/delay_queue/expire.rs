@@ -58,9 +58,10 @@ impl<T> DelayQueue<T> {
             sleep,
             armed,
             moved,
+            far,
             ..
         } = self;
-        let Some(Bound { timer, clock }) = bound else {
+        let Some(Bound { timer, clock, .. }) = bound else {
             unreachable!("a queue with entries has a timer");
         };
         loop {
@@ -72,10 +73,11 @@ impl<T> DelayQueue<T> {
                     *sleep = None;
                     *armed = NEVER;
                 }
+                let key = moved.leave(key);
                 return Poll::Ready(Some(Expired {
                     value: item.value,
-                    deadline: item.deadline,
-                    key: Key(moved.leave(key)),
+                    deadline: far.take(key, item.at),
+                    key: Key(key),
                 }));
             }
             let next = wheel

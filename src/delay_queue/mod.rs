@@ -40,6 +40,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+mod at;
 mod bound;
 mod capacity;
 mod expire;
@@ -48,6 +49,7 @@ mod moved;
 
 pub use key::{Expired, Key};
 
+use at::Far;
 use bound::Bound;
 use moved::Moved;
 
@@ -148,12 +150,15 @@ pub struct DelayQueue<T> {
     /// Where [`compact`](DelayQueue::compact) moved entries to: every key
     /// handed out goes through it (see `moved.rs`).
     moved: Moved,
+    /// The deadlines too far to keep in an entry (see `at.rs`).
+    far: Far,
 }
 
-/// One entry's value and the deadline it was given (before rounding).
+/// One entry's value and the deadline it was given (before rounding), as
+/// `at.rs` keeps it.
 struct Item<T> {
     value: T,
-    deadline: Instant,
+    at: i64,
 }
 
 impl<T> DelayQueue<T> {
@@ -187,6 +192,7 @@ impl<T> DelayQueue<T> {
             armed: NEVER,
             waker: None,
             moved: Moved::default(),
+            far: Far::default(),
         }
     }
 
@@ -217,6 +223,7 @@ impl<T> DelayQueue<T> {
             armed: NEVER,
             waker: None,
             moved: Moved::default(),
+            far: Far::default(),
         }
     }
 
@@ -249,7 +256,10 @@ impl<T> DelayQueue<T> {
     #[track_caller]
     pub fn insert(&mut self, value: T, timeout: Duration) -> Key {
         let now = self.now();
-        self.insert_due(value, crate::deadline_after(now, timeout), now)
+        match self.ahead(now, timeout) {
+            Some((tick, at)) => self.insert_tick(value, tick, at),
+            None => self.insert_due(value, crate::deadline_after(now, timeout), now),
+        }
     }
 
     /// Inserts `value`, to be yielded once `deadline` has passed; a deadline
@@ -281,7 +291,19 @@ impl<T> DelayQueue<T> {
 
     fn insert_due(&mut self, value: T, deadline: Instant, now: Instant) -> Key {
         let tick = self.due_tick(deadline, now);
-        let key = self.wheel.insert(tick, Item { value, deadline });
+        let at = at::encode(deadline);
+        let key = self.insert_tick(value, tick, at);
+        if at == at::FAR {
+            // A new entry's key is the wheel's (nothing has moved it).
+            self.far.keep(key.0, deadline);
+        }
+        key
+    }
+
+    /// Inserts `value` at `tick`, its deadline kept as `at`.
+    #[inline]
+    fn insert_tick(&mut self, value: T, tick: u64, at: i64) -> Key {
+        let key = self.wheel.insert(tick, Item { value, at });
         self.wake_if_before(tick);
         Key(key)
     }
@@ -311,7 +333,10 @@ impl<T> DelayQueue<T> {
     #[track_caller]
     pub fn reset(&mut self, key: &Key, timeout: Duration) {
         let now = self.now();
-        self.reset_due(key, crate::deadline_after(now, timeout), now);
+        match self.ahead(now, timeout) {
+            Some((tick, at)) => self.reset_tick(key, tick, at, None),
+            None => self.reset_due(key, crate::deadline_after(now, timeout), now),
+        }
     }
 
     /// Moves the entry's deadline to `deadline`; one already passed makes
@@ -344,12 +369,27 @@ impl<T> DelayQueue<T> {
     #[track_caller]
     fn reset_due(&mut self, key: &Key, deadline: Instant, now: Instant) {
         let tick = self.due_tick(deadline, now);
+        self.reset_tick(key, tick, at::encode(deadline), Some(deadline));
+    }
+
+    /// Moves the entry to `tick`, its deadline kept as `at`; `deadline` is
+    /// that deadline when the caller has it as an `Instant` (always when
+    /// `at` is `FAR`).
+    #[track_caller]
+    #[inline]
+    fn reset_tick(&mut self, key: &Key, tick: u64, at: i64, deadline: Option<Instant>) {
         let inside = self.moved.inside(key.0);
         if self.wheel.reschedule(inside, tick).is_none() {
             stale_key("reset");
         }
         if let Some(item) = self.wheel.value_mut(inside) {
-            item.deadline = deadline;
+            let was = std::mem::replace(&mut item.at, at);
+            if at == at::FAR {
+                let deadline = deadline.expect("a far deadline comes as an Instant");
+                self.far.keep(key.0, deadline);
+            } else if was == at::FAR {
+                self.far.forget(key.0);
+            }
         }
         self.wake_if_before(tick);
     }
@@ -415,7 +455,7 @@ impl<T> DelayQueue<T> {
         }
         Some(Expired {
             value: item.value,
-            deadline: item.deadline,
+            deadline: self.far.take(key.0, item.at),
             key: *key,
         })
     }
@@ -442,7 +482,7 @@ impl<T> DelayQueue<T> {
     #[track_caller]
     pub fn deadline(&self, key: &Key) -> Instant {
         match self.wheel.value(self.moved.inside(key.0)) {
-            Some(item) => item.deadline,
+            Some(item) => self.far.get(key.0, item.at),
             None => stale_key("deadline"),
         }
     }
@@ -516,6 +556,7 @@ impl<T> DelayQueue<T> {
         let had_entries = !self.is_empty();
         self.wheel.clear();
         self.moved.clear();
+        self.far.clear();
         self.disarm();
         if had_entries {
             self.wake();
