@@ -84,8 +84,13 @@ pub(crate) fn default_shard() -> Result<Arc<Shard>, BuildError> {
 /// made now reads its deadline's start.
 #[inline]
 pub(crate) fn default_binding() -> Result<(Arc<Shard>, Instant), BuildError> {
-    let trusted = tokio::task::try_id()
-        .is_some_and(|task| TRUSTED.try_with(Cell::get).ok().flatten() == Some(task));
+    // Whom this thread trusts first: on a current-thread runtime, no one,
+    // and the task's id need not be read.
+    let trusted = TRUSTED
+        .try_with(Cell::get)
+        .ok()
+        .flatten()
+        .is_some_and(|trusted| tokio::task::try_id() == Some(trusted));
     let (shard, asked) = match trusted.then(|| with_cache(Cached::shard)).flatten() {
         Some(shard) => (shard, false),
         None => (ask_tokio()?, true),
@@ -116,13 +121,14 @@ fn ask_tokio() -> Result<Arc<Shard>, BuildError> {
             let mut cache = cache.borrow_mut();
             let cached = cache.as_mut().filter(|cached| cached.runtime == id)?;
             let shard = cached.shard()?;
-            cached.agreed |=
-                task.is_some() && cached.last_task.is_some_and(|last| Some(last) != task);
-            cached.last_task = task;
-            let trusted = (cached.multi_thread && cached.agreed)
-                .then_some(task)
-                .flatten();
-            let _ = TRUSTED.try_with(|trust| trust.set(trusted));
+            // A current-thread runtime's lookups always ask: no trust kept.
+            if cached.multi_thread {
+                cached.agreed |=
+                    task.is_some() && cached.last_task.is_some_and(|last| Some(last) != task);
+                cached.last_task = task;
+                let trusted = cached.agreed.then_some(task).flatten();
+                let _ = TRUSTED.try_with(|trust| trust.set(trusted));
+            }
             Some(shard)
         })
         .ok()

@@ -213,11 +213,15 @@ impl Shard {
     /// only by a registration that pulls the promise in, whose tick the
     /// wheel may lag behind.
     fn has_come(&self, tick: u64, inner: &mut Inner) -> bool {
-        tick <= self.due_tick(inner)
+        // Whether the clock stands still, a second reading, is the pass's
+        // to tell; until one has run, the registration looks itself.
+        let look_again = inner.passes == 0;
+        tick <= self.due_tick(inner, look_again)
     }
 
     /// The last tick due by the clock: what a pass fires up to. A clock
-    /// tokio can pause is read twice, and whether it stood still noted: on
+    /// tokio can pause is read twice (`look_again`; otherwise the last
+    /// answer stands), and whether it stood still noted: on
     /// a paused clock a timer on tokio's grid rounds the tick down to the
     /// last of tokio's milliseconds, as tokio does (after an `advance` by a
     /// fraction of a millisecond, a deadline between that millisecond and
@@ -225,13 +229,15 @@ impl Shard {
     /// with nothing pending disarms its alarm (see
     /// [`ask_tidy`](Shard::ask_tidy)). On a running clock it fires what the
     /// reading has reached.
-    pub(super) fn due_tick(&self, inner: &mut Inner) -> u64 {
+    pub(super) fn due_tick(&self, inner: &mut Inner, look_again: bool) -> u64 {
         let now = self.now();
         let tick = self.clock.now_tick(now);
         if !self.source.is_pausable() {
             return tick;
         }
-        inner.clock_still = self.now() == now;
+        if look_again {
+            inner.clock_still = self.now() == now;
+        }
         if inner.clock_still {
             self.clock.tokio_ms_floor(tick)
         } else {
