@@ -35,64 +35,14 @@ pub(crate) trait QueueSide: Side {
     fn len(queue: &Self::Queue) -> usize;
 }
 
-/// tokio-util's queue, for both tokio columns (the runtime decides which
-/// tokio timer its `Sleep` is on).
-macro_rules! tokio_util_queue {
-    ($side:ty) => {
+/// A column's queue: its types and how it is made (`$make`, from the
+/// column's timer). tokio-util's queue and the crate's have the same API,
+/// so the calls are the same text.
+macro_rules! queue_side {
+    ($side:ty, $queue:ty, $key:ty, |$timer:pat_param| $make:expr) => {
         impl QueueSide for $side {
-            type Queue = tokio_util::time::DelayQueue<u64>;
-            type Key = tokio_util::time::delay_queue::Key;
-
-            fn queue(_: &()) -> Self::Queue {
-                tokio_util::time::DelayQueue::new()
-            }
-
-            #[inline]
-            fn insert(queue: &mut Self::Queue, value: u64, timeout: Duration) -> Self::Key {
-                queue.insert(value, timeout)
-            }
-
-            #[inline]
-            fn insert_at(queue: &mut Self::Queue, value: u64, deadline: Instant) -> Self::Key {
-                queue.insert_at(value, deadline)
-            }
-
-            #[inline]
-            fn reset_entry(queue: &mut Self::Queue, key: &Self::Key, timeout: Duration) {
-                queue.reset(key, timeout);
-            }
-
-            #[inline]
-            fn remove(queue: &mut Self::Queue, key: &Self::Key) -> u64 {
-                queue.remove(key).into_inner()
-            }
-
-            #[inline]
-            fn poll_expired(
-                queue: &mut Self::Queue,
-                cx: &mut Context<'_>,
-            ) -> Poll<Option<(u64, Instant)>> {
-                queue
-                    .poll_expired(cx)
-                    .map(|e| e.map(|e| (*e.get_ref(), e.deadline())))
-            }
-
-            fn len(queue: &Self::Queue) -> usize {
-                queue.len()
-            }
-        }
-    };
-}
-
-tokio_util_queue!(Tokio);
-tokio_util_queue!(TokioAlt);
-
-/// The crate's queue; `$make` builds it from the column's timer.
-macro_rules! wheel_queue {
-    ($side:ty, |$timer:ident| $make:expr) => {
-        impl QueueSide for $side {
-            type Queue = wheel::DelayQueue<u64>;
-            type Key = wheel::delay_queue::Key;
+            type Queue = $queue;
+            type Key = $key;
 
             fn queue($timer: &Self::Timer) -> Self::Queue {
                 $make
@@ -135,7 +85,29 @@ macro_rules! wheel_queue {
     };
 }
 
-wheel_queue!(Wheel, |_timer| wheel::DelayQueue::new());
-wheel_queue!(WheelTimer, |timer| wheel::DelayQueue::with_timer(
-    timer.clone()
-));
+// tokio-util's queue, for both tokio columns (the runtime decides which
+// tokio timer its `Sleep` is on).
+queue_side!(
+    Tokio,
+    tokio_util::time::DelayQueue<u64>,
+    tokio_util::time::delay_queue::Key,
+    |_| tokio_util::time::DelayQueue::new()
+);
+queue_side!(
+    TokioAlt,
+    tokio_util::time::DelayQueue<u64>,
+    tokio_util::time::delay_queue::Key,
+    |_| tokio_util::time::DelayQueue::new()
+);
+queue_side!(
+    Wheel,
+    wheel::DelayQueue<u64>,
+    wheel::delay_queue::Key,
+    |_| wheel::DelayQueue::new()
+);
+queue_side!(
+    WheelTimer,
+    wheel::DelayQueue<u64>,
+    wheel::delay_queue::Key,
+    |timer| wheel::DelayQueue::with_timer(timer.clone())
+);

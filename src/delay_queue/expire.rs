@@ -121,6 +121,30 @@ impl<T> DelayQueue<T> {
 
 /// The expired entries, in deadline order; `None` when the queue is empty
 /// (see [`DelayQueue::poll_expired`]).
+/// The queue's waiting task and its one sleep.
+impl<T> DelayQueue<T> {
+    /// Wakes the waiting task if an entry at `tick` comes before the tick the
+    /// sleep is armed for (or nothing is armed): its `Sleep` would wake it
+    /// too late, or never.
+    pub(super) fn wake_if_before(&mut self, tick: u64) {
+        if tick < self.armed || self.sleep.is_none() {
+            self.wake();
+        }
+    }
+
+    pub(super) fn wake(&mut self) {
+        if let Some(waker) = self.waker.take() {
+            waker.wake();
+        }
+    }
+
+    /// Drops the sleep, and with it the queue's entry in the timer.
+    pub(super) fn disarm(&mut self) {
+        self.sleep = None;
+        self.armed = NEVER;
+    }
+}
+
 impl<T> futures_core::Stream for DelayQueue<T> {
     type Item = Expired<T>;
 

@@ -562,27 +562,6 @@ impl<T> DelayQueue<T> {
             self.wake();
         }
     }
-
-    /// Wakes the waiting task if an entry at `tick` comes before the tick the
-    /// sleep is armed for (or nothing is armed): its `Sleep` would wake it
-    /// too late, or never.
-    fn wake_if_before(&mut self, tick: u64) {
-        if tick < self.armed || self.sleep.is_none() {
-            self.wake();
-        }
-    }
-
-    fn wake(&mut self) {
-        if let Some(waker) = self.waker.take() {
-            waker.wake();
-        }
-    }
-
-    /// Drops the sleep, and with it the queue's entry in the timer.
-    fn disarm(&mut self) {
-        self.sleep = None;
-        self.armed = NEVER;
-    }
 }
 
 #[track_caller]
