@@ -292,6 +292,24 @@ mod tests {
         .unwrap();
     }
 
+    /// A test runtime's timer is its runtime's default timer while it lives,
+    /// and the registry lets go of it when the runtime is dropped.
+    #[test]
+    fn a_test_runtime_installs_its_timer_and_takes_it_away() {
+        let rt = crate::TestClock::new()
+            .build(tokio::runtime::Builder::new_current_thread().enable_time())
+            .unwrap();
+        let id = rt.handle().id();
+        let installed = |id| registry().as_ref().is_some_and(|map| map.contains_key(&id));
+        assert!(installed(id));
+        assert!(rt.block_on(async { current().unwrap().is_manual() }));
+        drop(rt);
+        assert!(
+            !installed(id),
+            "the registry still holds a dropped test runtime's timer"
+        );
+    }
+
     /// The task the thread trusts, if any.
     fn trusted() -> Option<tokio::task::Id> {
         TRUSTED.with(Cell::get)
