@@ -69,61 +69,39 @@ mod on {
             S: Service<usize, Response = usize, Error = Infallible, Future: Send> + Send;
     }
 
-    impl TowerSide for Tokio {
-        #[inline]
-        fn wrap<S>(
-            _: &(),
-            timeout: Duration,
-            inner: S,
-        ) -> impl Service<usize, Response = usize, Error = BoxError, Future: Send> + Send
-        where
-            S: Service<usize, Response = usize, Error = Infallible, Future: Send> + Send,
-        {
-            tower::timeout::Timeout::new(inner, timeout)
-        }
+    /// A column's middleware: only the expression that wraps `inner`
+    /// differs (`$timer` the column's timer).
+    macro_rules! tower_side {
+        ($side:ty, $timer:pat_param, $timer_ty:ty, |$inner:ident, $timeout:ident| $wrap:expr) => {
+            impl TowerSide for $side {
+                #[inline]
+                fn wrap<S>(
+                    $timer: &$timer_ty,
+                    $timeout: Duration,
+                    $inner: S,
+                ) -> impl Service<usize, Response = usize, Error = BoxError, Future: Send> + Send
+                where
+                    S: Service<usize, Response = usize, Error = Infallible, Future: Send> + Send,
+                {
+                    $wrap
+                }
+            }
+        };
     }
 
-    impl TowerSide for TokioAlt {
-        #[inline]
-        fn wrap<S>(
-            timer: &(),
-            timeout: Duration,
-            inner: S,
-        ) -> impl Service<usize, Response = usize, Error = BoxError, Future: Send> + Send
-        where
-            S: Service<usize, Response = usize, Error = Infallible, Future: Send> + Send,
-        {
-            Tokio::wrap(timer, timeout, inner)
-        }
-    }
-
-    impl TowerSide for Wheel {
-        #[inline]
-        fn wrap<S>(
-            _: &(),
-            timeout: Duration,
-            inner: S,
-        ) -> impl Service<usize, Response = usize, Error = BoxError, Future: Send> + Send
-        where
-            S: Service<usize, Response = usize, Error = Infallible, Future: Send> + Send,
-        {
-            wheel::tower::Timeout::new(inner, timeout)
-        }
-    }
-
-    impl TowerSide for WheelTimer {
-        #[inline]
-        fn wrap<S>(
-            timer: &wheel::Timer,
-            timeout: Duration,
-            inner: S,
-        ) -> impl Service<usize, Response = usize, Error = BoxError, Future: Send> + Send
-        where
-            S: Service<usize, Response = usize, Error = Infallible, Future: Send> + Send,
-        {
-            wheel::tower::Timeout::with_timer(inner, timer.clone(), timeout)
-        }
-    }
+    tower_side!(Tokio, _, (), |inner, timeout| tower::timeout::Timeout::new(
+        inner, timeout
+    ));
+    // The runtime decides which tokio timer tower's `Sleep` is on.
+    tower_side!(TokioAlt, _, (), |inner, timeout| {
+        tower::timeout::Timeout::new(inner, timeout)
+    });
+    tower_side!(Wheel, _, (), |inner, timeout| wheel::tower::Timeout::new(
+        inner, timeout
+    ));
+    tower_side!(WheelTimer, timer, wheel::Timer, |inner, timeout| {
+        wheel::tower::Timeout::with_timer(inner, timer.clone(), timeout)
+    });
 
     /// `Timeout(5 s, ready service)`: `poll_ready`, `call`, one poll.
     pub(crate) fn tower_ready(cfg: &Config) {
