@@ -53,23 +53,22 @@ pub struct Stats {
     /// nothing due, a timer makes none.
     pub passes: u64,
     /// Entries the wheel's slab has room for: its capacity, at 40 bytes
-    /// each (on 64-bit targets). It grows with the number of live entries
-    /// (like a `Vec`, so it never exceeds twice the peak) and is given back
-    /// as they go: when the timer has no entries left it is at most 1024,
-    /// and zero after any burst larger than that. While entries are live
-    /// and fewer than a quarter of the slots are in use, it is cut to the
-    /// highest slot still in use, once every capacity / 4 removals (so
-    /// removal stays O(1) amortised), if that slot is in the bottom half
-    /// of the slab. Entries never move, so a live timer from the upper half
-    /// of a burst holds the capacity up to twice its slot until it
-    /// completes or is dropped.
+    /// each (on 64-bit targets). The slab is in chunks of 1024 entries,
+    /// each allocated when first needed and freed when it empties (one
+    /// empty chunk is kept per shard), so it follows the number of live
+    /// entries to within a chunk or two, and no single call allocates or
+    /// frees more than a few chunks. New entries take the lowest free
+    /// slot. Entries never move, so a live timer holds its chunk until it
+    /// completes or is dropped. When the timer has no entries left it is
+    /// at most 1024, and zero after any burst larger than that.
     pub allocated_entries: usize,
     /// Heap bytes of the wheel's levels (8 bytes per slot per level, plus
     /// occupancy bitmaps). Levels are allocated when a deadline first needs
-    /// them; empty ones are freed, from the top, when the slab is trimmed
-    /// (see `allocated_entries`), so a timer that empties after a burst is
-    /// back to one level. A timer that never grows past the trim floor
-    /// keeps its levels: a few KiB at most with 64 slots per level.
+    /// them; empty ones are freed, from the top, when a wheel that grew
+    /// past one chunk (see `allocated_entries`) empties, so a timer that
+    /// empties after a burst is back to one level. A timer that never grows
+    /// past one chunk keeps its levels: a few KiB at most with 64 slots per
+    /// level.
     pub level_bytes: usize,
 }
 

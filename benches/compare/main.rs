@@ -42,6 +42,7 @@ mod report;
 mod session;
 mod side;
 mod tower_row;
+mod worst;
 
 use measure::Group;
 use side::Column;
@@ -51,11 +52,12 @@ use support::Size;
 type Workload = fn(&Config);
 
 /// The workloads, in the order they run.
-const WORKLOADS: [(&str, Workload); 14] = [
+const WORKLOADS: [(&str, Workload); 15] = [
     ("timeout_ready", micro::timeout_ready),
     ("churn", micro::churn),
     ("timeout_yield", micro::timeout_yield),
     ("pending_1m", pending::pending_1m),
+    ("worst_drop", worst::worst_drop),
     ("steady_100k", pending::steady_100k),
     ("reset", micro::reset),
     ("repoll", micro::repoll),

@@ -31,7 +31,7 @@ const STEADY_OPS: usize = 1_000_000;
 /// timeouts look like, and enough to fill four levels of the wheel. Not
 /// from 1 s: building 10^7 of them (`crowded`) takes longer than that, and
 /// the first would fire before the count is checked.
-fn spread(rng: &mut Rng) -> Duration {
+pub(crate) fn spread(rng: &mut Rng) -> Duration {
     random_duration(rng, Duration::from_secs(10), Duration::from_secs(3600))
 }
 

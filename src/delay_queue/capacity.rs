@@ -32,8 +32,9 @@ impl<T> DelayQueue<T> {
 
     /// Releases memory the queue no longer needs, without moving an entry.
     ///
-    /// Capacity below the highest slot still in use stays (see
-    /// [`compact`](DelayQueue::compact), which moves entries to release it).
+    /// Entries are stored in chunks of 1024 slots: a chunk with no entry is
+    /// freed, and the others keep their slots up to their last entry (see
+    /// [`compact`](DelayQueue::compact), which moves entries to release them).
     /// The queue never does this by itself: capacity it has grown to, or been
     /// given with [`with_capacity`](DelayQueue::with_capacity) or
     /// [`reserve`](DelayQueue::reserve), stays until this is called.

@@ -126,14 +126,14 @@ impl<T> Wheel<T> {
         }
         std::hint::black_box(touched);
         for &index in &discarded {
-            let entry = &self.entries[index as usize];
+            // Freed first: `delist` touches only the neighbours and ends,
+            // and the entry is read once.
+            let entry = self.entries.remove(index as usize);
             debug_assert_eq!(entry.generation, DISCARDED, "entry {index}");
             debug_assert_ne!(entry.place, Place::Unlinked, "entry {index}");
-            let (place, prev, next) = (entry.place, entry.prev, entry.next);
-            self.delist(index, place, prev, next);
-            self.entries.remove(index as usize);
+            self.delist(index, entry.place, entry.prev, entry.next);
         }
-        self.note_removals(discarded.len());
+        self.note_removal();
         // Keep the allocation for the next batch.
         self.discarded = discarded;
         self.discarded.clear();

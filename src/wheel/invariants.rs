@@ -6,6 +6,7 @@ use super::{discard, level_for, slot_for, slot_start, Place, Wheel};
 impl<T> Wheel<T> {
     /// Checks every structural invariant; for tests.
     pub(crate) fn assert_invariants(&self) {
+        self.entries.assert_invariants();
         let mut seen = 0;
         for (l, level) in self.levels.iter().enumerate() {
             assert_eq!(

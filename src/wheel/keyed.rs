@@ -14,8 +14,8 @@
 use super::entry::{Entry, NIL};
 use super::level::{slot_for, Level};
 use super::list::List;
+use super::slots::Slots;
 use super::{discard, Key, Wheel};
-use slab::Slab;
 
 impl<T> Wheel<T> {
     /// A queue's wheel: like [`Wheel::new`], but its slab has room for
@@ -24,9 +24,9 @@ impl<T> Wheel<T> {
     /// `with_capacity` or `reserve`, and gives it back with
     /// [`shrink_to_fit`](Wheel::shrink_to_fit), as with any collection.
     pub(crate) fn with_capacity(slots_per_level: usize, capacity: usize) -> Wheel<T> {
-        let mut wheel = Wheel::with_trim_floor(slots_per_level, usize::MAX);
-        wheel.entries = Slab::with_capacity(capacity);
-        wheel
+        let mut entries = Slots::new(false);
+        entries.reserve(capacity);
+        Wheel::with_slots(slots_per_level, entries)
     }
 
     /// Makes every key this wheel hands out carry a generation below
@@ -53,8 +53,8 @@ impl<T> Wheel<T> {
         self.entries.reserve(additional);
     }
 
-    /// Releases slab capacity past the last live entry (keys stay valid:
-    /// entries never move) and levels above the highest occupied one.
+    /// Frees the slab's empty chunks (keys stay valid: entries never move)
+    /// and levels above the highest occupied one.
     pub(crate) fn shrink_to_fit(&mut self) {
         self.entries.shrink_to_fit();
         let needed = (64 - self.occupied_levels.leading_zeros() as usize).max(1);
@@ -79,7 +79,6 @@ impl<T> Wheel<T> {
                 generation: entry.generation,
             };
             moved.push((from, to as u32));
-            true
         });
         if !moved.is_empty() {
             // The links and list ends still name the old indices.

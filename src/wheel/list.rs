@@ -3,7 +3,7 @@
 //! A slot holds only a head and a tail; the links live in the entries. This
 //! keeps a slot at 8 bytes and makes unlinking any entry O(1).
 
-use slab::Slab;
+use super::slots::Slots;
 
 use super::entry::{Entry, NIL};
 
@@ -39,7 +39,7 @@ impl List {
     /// `next` = [`NIL`]. The entry itself is not touched, so it may be one
     /// that is about to be put in the slab at `key`.
     #[inline]
-    pub(super) fn link_back<T>(&mut self, entries: &mut Slab<Entry<T>>, key: u32) -> u32 {
+    pub(super) fn link_back<T>(&mut self, entries: &mut Slots<Entry<T>>, key: u32) -> u32 {
         let tail = std::mem::replace(&mut self.tail, key);
         if tail == NIL {
             self.head = key;
@@ -55,7 +55,7 @@ impl List {
     #[inline]
     pub(super) fn detach<T>(
         &mut self,
-        entries: &mut Slab<Entry<T>>,
+        entries: &mut Slots<Entry<T>>,
         key: u32,
         prev: u32,
         next: u32,
@@ -82,7 +82,7 @@ impl List {
 
     /// Unlinks `key`, which the caller knows is in this list, and clears its
     /// links.
-    pub(super) fn unlink<T>(&mut self, entries: &mut Slab<Entry<T>>, key: u32) {
+    pub(super) fn unlink<T>(&mut self, entries: &mut Slots<Entry<T>>, key: u32) {
         let (prev, next) = {
             let entry = &mut entries[key as usize];
             let links = (entry.prev, entry.next);
@@ -93,7 +93,7 @@ impl List {
         self.detach(entries, key, prev, next);
     }
 
-    pub(super) fn pop_front<T>(&mut self, entries: &mut Slab<Entry<T>>) -> Option<u32> {
+    pub(super) fn pop_front<T>(&mut self, entries: &mut Slots<Entry<T>>) -> Option<u32> {
         if self.head == NIL {
             return None;
         }
@@ -114,7 +114,7 @@ impl List {
     }
 
     #[cfg(test)]
-    pub(super) fn keys<T>(&self, entries: &Slab<Entry<T>>) -> Vec<u32> {
+    pub(super) fn keys<T>(&self, entries: &Slots<Entry<T>>) -> Vec<u32> {
         let mut out = Vec::new();
         let mut at = self.head;
         while at != NIL {

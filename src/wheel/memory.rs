@@ -1,88 +1,56 @@
-//! Giving memory back: when and how the wheel trims its slab and levels.
+//! Giving memory back without a call that pays for the whole wheel.
 //!
-//! # Why only the tail
+//! The slab (`slots.rs`) keeps entries in chunks of 1024 slots,
+//! each its own allocation with its own free list, and inserts into the
+//! lowest chunk with room. So:
 //!
-//! The slab grows like a `Vec` (doubling) and a burst of timers leaves it at
-//! the burst's size. Its entries cannot be moved to compact it: every key is
-//! held outside the wheel (by a `Sleep`), and a key is an index. So the wheel
-//! can only release the vacant *tail* of the slab, the slots past the highest
-//! live entry. Each trim also rebuilds the slab's free list in ascending
-//! index order (that is what `Slab::compact` does when it is refused every
-//! move), so the timers started after it fill the lowest free slots rather
-//! than those around a live entry near the top; once that entry goes, the
-//! next trim can cut deeper.
+//! - a chunk other than chunk 0 that empties is freed by the removal that
+//!   empties the next one (one empty chunk is kept as a spare, so a timer
+//!   started and cancelled in a loop at a chunk's edge does not allocate
+//!   and free a chunk each time);
+//! - the removal that empties a wheel that grew past chunk 0 frees the
+//!   spare, chunk 0 and the chunk directory, and trailing empty levels:
+//!   after a burst, an empty wheel holds nothing but one level. A wheel
+//!   that never grew past chunk 0 keeps it and its levels (at most 1024
+//!   entries' worth), so a lone far timer started and cancelled in a loop
+//!   does not allocate and free them every time;
+//! - while entries are live, the wheel holds the chunks that have one, plus
+//!   the spare and chunk 0. Entries never move (their keys are held
+//!   outside), so one long-lived entry holds its chunk (40 KiB), not the
+//!   slab up to it.
 //!
-//! # When
-//!
-//! After a removal (after the last of a flush of discarded entries, which
-//! counts them all), if the slab holds more than `trim_floor` entries
-//! ([`TRIM_FLOOR`] outside tests) and either
-//!
-//! - the wheel is now empty, or
-//! - fewer than a quarter of its slots are live, at least a quarter of its
-//!   capacity has been removed since the last trim, and no live entry sits
-//!   in the top half of the slab (found by walking back over the vacant
-//!   tail only). With one there (timers cancelled oldest first), a trim
-//!   would walk the whole slab to free little, so the wheel waits another
-//!   quarter of its capacity in removals before it looks again.
-//!
-//! A trim costs O(capacity) (the slab rebuilds its free list, and the `Vec`
-//! reallocates); the second rule pays for it with capacity / 4 removals, so
-//! removal stays O(1) amortised and a half-full wheel never trims. An empty
-//! wheel's trim is paid for by the inserts that grew it beyond the floor
-//! (it goes back to zero, so growing past the floor again takes as many).
-//! A steady population never trims, so it pays only a comparison or two
-//! (see `note_removal`).
-//! The price of giving memory back falls on a workload that bursts far above
-//! the floor and drains to empty over and over: each burst regrows the slab
-//! (`Vec` doubling onto fresh pages), which a wheel that kept its peak would
-//! not.
-//!
-//! # What it guarantees
-//!
-//! - The slab's capacity never exceeds what the peak number of live entries
-//!   made it (`Vec` growth, so below twice the peak).
-//! - When the wheel becomes empty its capacity is at most [`TRIM_FLOOR`]
-//!   entries: back to zero after any burst above the floor.
-//! - While entries are live and fewer than a quarter of the slots are in
-//!   use, a trim runs every capacity / 4 removals if the highest live slot
-//!   is in the bottom half, and cuts the slab to it: capacity follows that
-//!   slot to within a factor of two, lagging by up to capacity / 4
-//!   removals. So timers cancelled newest first take the slab
-//!   down with them, while after a burst cancelled oldest first the
-//!   burst's newest survivor holds it up until it goes, and then until
-//!   the next trim (a wheel that goes quiet keeps that much until it
-//!   empties).
-//! - Trailing levels that have become empty are freed at each trim, so level
-//!   storage also returns to one level when a wheel above the floor
-//!   empties. Below the floor levels stay: freeing them when the wheel
-//!   empties would make a lone far timer, started and cancelled in a loop,
-//!   allocate and free them every time, to save a few KiB.
+//! No removal frees more than one chunk, and no insert allocates more than
+//! one chunk or a doubling of chunk 0 or of the chunk directory (8 + 32
+//! bytes per chunk); nothing is walked. The exceptions are bounded by a
+//! constant, not by the number of timers: a flush of discarded entries
+//! (`discard.rs`) is up to `BATCH` removals, and dropping the directory
+//! when the wheel empties visits one 32-byte header per chunk (a
+//! microsecond at a million timers).
 //!
 //! # Generations survive
 //!
-//! Truncating the slab forgets its vacant slots, which is harmless because
-//! an entry's generation comes from the wheel-wide `next_generation`
-//! counter, not from the slot: an index that is truncated and later handed
-//! out again gets a generation that no key from the last 2^32 - 1
-//! insertions carried (one value marks discarded entries; 2^24 insertions
-//! in a timer's wheels, see `Wheel::limit_generations`), so a stale key
-//! never matches the new entry. (A per-slot
-//! generation, kept in the vacant slot, would be lost with the tail and
-//! restart, and a stale key could then match.)
-
-use slab::Slab;
+//! A freed chunk forgets its vacant slots, which is harmless because an
+//! entry's generation comes from the wheel-wide `next_generation` counter,
+//! not from the slot: an index that is freed and later handed out again
+//! gets a generation that no key from the last 2^32 - 1 insertions carried
+//! (one value marks discarded entries; 2^24 insertions in a timer's
+//! wheels, see `Wheel::limit_generations`), so a stale key never matches
+//! the new entry. (A per-slot generation, kept in the vacant slot, would be
+//! lost with the chunk and restart, and a stale key could then match.)
 
 use super::level::Level;
+#[cfg(test)]
+use super::slots::CHUNK;
 use super::Wheel;
 
-/// Slab capacity (in entries) up to which the wheel never trims: small
-/// wheels keep their slots, and a wheel that comes back to empty holds at
-/// most this many.
-pub(crate) const TRIM_FLOOR: usize = 1024;
+/// Slots per chunk of the slab, and what an empty wheel keeps (4 in
+/// tests, 1024 otherwise).
+#[cfg(test)]
+pub(crate) const TRIM_FLOOR: usize = CHUNK;
 
 impl<T> Wheel<T> {
-    /// Entries the slab can hold without allocating: its capacity.
+    /// Entries the slab has room for without allocating: its capacity.
+    /// O(chunks).
     pub(crate) fn allocated_entries(&self) -> usize {
         self.entries.capacity()
     }
@@ -94,84 +62,24 @@ impl<T> Wheel<T> {
             + self.levels.iter().map(Level::heap_bytes).sum::<usize>()
     }
 
-    /// Called after every removal from the slab; trims when the policy in
-    /// the module docs says so. Inlined into every removal, so it holds only
-    /// the test that nothing can be due: one comparison below the floor, two
-    /// above it; the rest of the policy is in [`Wheel::consider_trim`].
+    /// Called after every removal from the slab: one comparison, and the
+    /// rest of the policy in [`Wheel::emptied`] when the wheel is empty.
     #[inline]
     pub(super) fn note_removal(&mut self) {
-        self.note_removals(1);
+        if self.entries.is_empty() {
+            self.emptied();
+        }
     }
 
-    /// [`note_removal`](Wheel::note_removal) for `n` removals at once, as a
-    /// flush of discarded entries makes: looking once they are all gone
-    /// sees the slab's top as it is, not held up by entries about to go.
-    #[inline]
-    pub(super) fn note_removals(&mut self, n: usize) {
-        self.removals_since_trim += n;
-        let capacity = self.entries.capacity();
-        if capacity <= self.trim_floor {
-            return;
-        }
-        // Both rules need `live < capacity / 4` or `live == 0`; this is the
-        // negation of their union in one comparison (a quarter of 0 to 3
-        // slots is 0, and then only `live == 0` is left).
-        let live = self.entries.len();
-        if live > (capacity / 4).saturating_sub(1) {
-            return;
-        }
-        self.consider_trim(capacity, live);
-    }
-
-    /// The rest of `note_removal`'s rules, for a wheel above the floor that
-    /// is empty or less than a quarter full.
+    /// The wheel has just emptied: give back what a burst grew.
     #[cold]
     #[inline(never)]
-    fn consider_trim(&mut self, capacity: usize, live: usize) {
-        if live == 0 {
-            self.trim();
-        } else if self.removals_since_trim >= capacity / 4 {
-            // Only a vacant tail can be released. When a live entry sits in
-            // the top half (timers cancelled oldest first), trimming would
-            // walk the whole slab to free little: wait for the next round.
-            // Finding the last live entry walks only the vacant tail.
-            let end = self
-                .entries
-                .iter()
-                .next_back()
-                .map_or(0, |(index, _)| index + 1);
-            #[cfg(test)]
-            {
-                self.trim_checks += 1;
+    fn emptied(&mut self) {
+        if self.entries.release_all() {
+            while self.levels.len() > 1 && self.levels.last().is_some_and(Level::is_empty) {
+                self.levels.pop();
             }
-            if end <= capacity / 2 {
-                self.trim();
-            } else {
-                self.removals_since_trim = 0;
-            }
+            self.levels.shrink_to_fit();
         }
-    }
-
-    /// Releases the slab's vacant tail, rebuilds its free list in ascending
-    /// order, and frees trailing empty levels.
-    fn trim(&mut self) {
-        self.removals_since_trim = 0;
-        #[cfg(test)]
-        {
-            self.trims += 1;
-        }
-        // Every move is refused (keys live outside the wheel), so this pops
-        // the vacant tail, shrinks the `Vec`, and rebuilds the free list
-        // lowest index first, and moves nothing.
-        if self.entries.is_empty() {
-            // Nothing to keep: drop the storage rather than walk it.
-            self.entries = Slab::new();
-        } else {
-            self.entries.compact(|_, _, _| false);
-        }
-        while self.levels.len() > 1 && self.levels.last().is_some_and(Level::is_empty) {
-            self.levels.pop();
-        }
-        self.levels.shrink_to_fit();
     }
 }

@@ -6,7 +6,7 @@
 //!
 //! # Who owns what
 //!
-//! Every entry lives in one [`Slab`]. Slots and the due list hold only keys
+//! Every entry lives in the slab (`slots.rs`). Slots and the due list hold only keys
 //! (a head and a tail per list, `prev`/`next` in the entries). `pop_expired`
 //! leaves an expired entry in the slab, [`Place::Unlinked`], until its owner
 //! removes it: a `DelayQueue` keeps it so that the key stays valid until the
@@ -37,13 +37,15 @@ mod keyed;
 mod level;
 mod list;
 mod memory;
+mod slots;
 
 pub use entry::Key;
 use entry::{Entry, Place, NIL};
 use level::{level_for, max_levels, slot_for, slot_start, Level};
 use list::List;
+#[cfg(test)]
 use memory::TRIM_FLOOR;
-use slab::Slab;
+use slots::Slots;
 
 /// The smallest and largest `slots_per_level` a wheel accepts.
 pub(crate) const MIN_SLOTS: usize = 2;
@@ -81,20 +83,16 @@ const _: () = assert!(MAX_SLOTS <= 1 << 16);
 ///
 /// # Memory
 ///
-/// The slab grows with the number of live entries and is trimmed when they
-/// leave: once the wheel is empty it holds at most `TRIM_FLOOR` (1024) entries'
-/// worth (and after any larger burst, none and one level); while entries are
-/// live, capacity never exceeds what the peak made it, and while fewer
-/// than a quarter of the slots are in use it is cut to the highest live
-/// slot every capacity / 4 removals, if that slot is in the bottom half
-/// (a cut above it would free too little for the walk it costs).
-/// Entries are never moved (their keys are held outside), so one long-lived
-/// entry near the top of the slab holds the capacity up to it until it
-/// goes. Trimming is amortised over removals: removal stays O(1). The policy
-/// and its costs are in `memory.rs`.
+/// The slab is in chunks of 1024 entries, each allocated when first used
+/// and freed when it empties (one empty chunk is kept), so no single
+/// insert or removal allocates or frees more than one chunk. Once the wheel
+/// is empty it holds at most one chunk and one level; while entries are
+/// live, it holds the chunks that have one. Entries are never moved (their
+/// keys are held outside), so one long-lived entry holds its chunk until it
+/// goes. The policy and its costs are in `memory.rs`.
 #[derive(Debug)]
 pub struct Wheel<T> {
-    entries: Slab<Entry<T>>,
+    entries: Slots<Entry<T>>,
     levels: Vec<Level>,
     /// Bit `l` is set iff `levels[l]` has an entry.
     occupied_levels: u64,
@@ -113,11 +111,6 @@ pub struct Wheel<T> {
     /// the counter starts again at 0. [`DISCARDED`](discard::DISCARDED)
     /// unless [`limit_generations`](Wheel::limit_generations) said fewer.
     generations: u32,
-    /// Removals since the slab was last trimmed; see `memory.rs`.
-    removals_since_trim: usize,
-    /// Slab capacity up to which nothing is trimmed: [`TRIM_FLOOR`], or less
-    /// in tests that want trimming on every few removals.
-    trim_floor: usize,
     /// How many slots `process_slot` has emptied; tests check idle skipping.
     #[cfg(test)]
     slots_processed: u64,
@@ -125,12 +118,6 @@ pub struct Wheel<T> {
     /// which relaxes what `assert_invariants` can check.
     #[cfg(test)]
     lazy_resets: bool,
-    /// How many times the slab was trimmed; tests check the amortisation.
-    #[cfg(test)]
-    trims: u64,
-    /// How many times a live wheel checked whether a trim would pay.
-    #[cfg(test)]
-    trim_checks: u64,
 }
 
 impl<T> Wheel<T> {
@@ -139,19 +126,18 @@ impl<T> Wheel<T> {
     /// The caller validates the geometry (`Builder` turns a bad one into a
     /// `BuildError`); here it is only asserted.
     pub fn new(slots_per_level: usize) -> Wheel<T> {
-        Wheel::with_trim_floor(slots_per_level, TRIM_FLOOR)
+        Wheel::with_slots(slots_per_level, Slots::new(true))
     }
 
-    /// A wheel that trims its slab above `trim_floor` entries instead of
-    /// [`TRIM_FLOOR`]: tests use a tiny floor to trim all the time, and a
-    /// queue's wheel `usize::MAX`, never to trim.
-    fn with_trim_floor(slots_per_level: usize, trim_floor: usize) -> Wheel<T> {
+    /// A wheel whose slab is `entries`: one that gives memory back, or a
+    /// queue's, which keeps what its owner reserved.
+    fn with_slots(slots_per_level: usize, entries: Slots<Entry<T>>) -> Wheel<T> {
         assert!(
             slots_per_level.is_power_of_two() && (MIN_SLOTS..=MAX_SLOTS).contains(&slots_per_level),
             "slots_per_level must be a power of two in {MIN_SLOTS}..={MAX_SLOTS}, got {slots_per_level}"
         );
         Wheel {
-            entries: Slab::new(),
+            entries,
             levels: vec![Level::new(slots_per_level)],
             occupied_levels: 0,
             due: List::EMPTY,
@@ -161,16 +147,10 @@ impl<T> Wheel<T> {
             discarded: Vec::new(),
             next_generation: 0,
             generations: discard::DISCARDED,
-            removals_since_trim: 0,
-            trim_floor,
             #[cfg(test)]
             slots_processed: 0,
             #[cfg(test)]
             lazy_resets: false,
-            #[cfg(test)]
-            trims: 0,
-            #[cfg(test)]
-            trim_checks: 0,
         }
     }
 

@@ -1,4 +1,5 @@
-//! Memory: the trim policy of `wheel/memory.rs`.
+//! Memory: the policy of `wheel/memory.rs` and the chunked slab's cost per
+//! call.
 
 use super::*;
 
@@ -74,30 +75,26 @@ fn a_million_fired_timers_leave_the_wheel_at_its_baseline() {
 }
 
 #[test]
-fn capacity_is_bounded_by_the_peak_while_a_survivor_holds_the_top() {
+fn a_survivor_holds_its_chunk_not_the_slab_below_it() {
     let mut wheel: Wheel<u64> = Wheel::new(64);
     let keys: Vec<Key> = (0..10_000)
         .map(|i| wheel.try_insert(5 + i, i).unwrap())
         .collect();
-    let peak = wheel.allocated_entries();
     let (&survivor, rest) = keys.split_last().unwrap();
     for &key in rest {
         wheel.remove(key).unwrap();
     }
-    // Nothing can move, so the entry at the top holds the slab up to it
-    // (the trims only dropped the `Vec`'s slack above it).
+    // Its own chunk, the spare and chunk 0 at most.
     assert_eq!(wheel.len(), 1);
     let held = wheel.allocated_entries();
-    assert!(
-        held <= peak && held > survivor.index as usize,
-        "{held} of {peak}"
-    );
-    // New timers reuse the free slots below it: no growth.
+    assert!(held <= 3 * TRIM_FLOOR, "{held} slots held for one entry");
+    // New timers fill the lowest chunks again.
     let fresh: Vec<Key> = (0..5_000)
         .map(|i| wheel.try_insert(7, i).unwrap())
         .collect();
-    assert_eq!(wheel.allocated_entries(), held);
-    // Once the survivor goes, the slab shrinks to what is live.
+    assert!(fresh
+        .iter()
+        .all(|key| (key.index as usize) < 5_000 + TRIM_FLOOR));
     wheel.remove(survivor).unwrap();
     for key in fresh {
         wheel.remove(key).unwrap();
@@ -107,23 +104,17 @@ fn capacity_is_bounded_by_the_peak_while_a_survivor_holds_the_top() {
 }
 
 #[test]
-fn low_occupancy_releases_the_vacant_tail_while_timers_are_live() {
+fn entries_removed_from_the_top_give_their_chunks_back_as_they_go() {
     let mut wheel: Wheel<u64> = Wheel::new(64);
     let keys: Vec<Key> = (0..8_192)
         .map(|i| wheel.try_insert(5 + i, i).unwrap())
         .collect();
-    let peak = wheel.allocated_entries();
     // Free from the top down, keeping the lowest 1000.
     for &key in keys[1000..].iter().rev() {
         wheel.remove(key).unwrap();
+        assert!(wheel.allocated_entries() <= wheel.len() + 2 * TRIM_FLOOR);
     }
     assert_eq!(wheel.len(), 1000);
-    let cap = wheel.allocated_entries();
-    assert!(
-        cap < peak / 2,
-        "{cap} of {peak} still allocated for 1000 entries"
-    );
-    assert!(cap >= 1000);
     // The live entries are untouched.
     for (i, &key) in keys[..1000].iter().enumerate() {
         assert_eq!(wheel.deadline(key), Some(5 + i as u64));
@@ -131,39 +122,72 @@ fn low_occupancy_releases_the_vacant_tail_while_timers_are_live() {
     wheel.assert_invariants();
 }
 
+/// The work a call does with memory, in slots allocated or freed: no
+/// insert or removal changes the capacity by more than a chunk, or (the
+/// removal that empties the wheel) three, in creation order, newest first
+/// and shuffled. (`tests/worst_case.rs` counts the bytes, directory
+/// included, at a million sleeps.)
 #[test]
-#[cfg_attr(miri, ignore = "100,000 removals take hours under Miri")]
-fn trimming_is_amortised_over_a_quarter_of_the_capacity() {
-    let mut wheel: Wheel<u64> = Wheel::new(64);
-    // Hold the top slot so no trim can shrink, then churn below a quarter
-    // occupancy: every removal meets the occupancy rule, so only the
-    // removal count keeps the trims apart.
-    let keys: Vec<Key> = (0..4_096)
-        .map(|i| wheel.try_insert(5 + i, i).unwrap())
-        .collect();
-    let capacity = wheel.allocated_entries();
-    for &key in &keys[..keys.len() - 1] {
-        wheel.remove(key).unwrap();
+fn no_insert_or_removal_allocates_or_frees_more_than_a_chunk_or_two() {
+    for order in 0..3 {
+        let mut wheel: Wheel<u64> = Wheel::new(64);
+        let mut keys = Vec::new();
+        let mut capacity = 0;
+        for i in 0..4_000 {
+            keys.push(wheel.try_insert(spread(i), i).unwrap());
+            let now = wheel.allocated_entries();
+            assert!(
+                now - capacity <= TRIM_FLOOR,
+                "insert {i} grew by {}",
+                now - capacity
+            );
+            capacity = now;
+        }
+        match order {
+            0 => {}
+            1 => keys.reverse(),
+            _ => shuffle(&mut keys, 7),
+        }
+        let n = keys.len();
+        for (i, key) in keys.into_iter().enumerate() {
+            wheel.remove(key).unwrap();
+            let now = wheel.allocated_entries();
+            let most = if i + 1 == n { 3 } else { 1 } * TRIM_FLOOR;
+            assert!(now <= capacity, "removal {i} grew the slab");
+            assert!(
+                capacity - now <= most,
+                "removal {i} freed {}",
+                capacity - now
+            );
+            capacity = now;
+        }
+        assert_eq!(capacity, 0);
     }
-    let (trims_before, checks_before) = (wheel.trims, wheel.trim_checks);
-    let removals = 100_000u64;
-    for i in 0..removals {
-        let key = wheel.try_insert(10 + i % 50, i).unwrap();
-        wheel.remove(key).unwrap();
-    }
-    let checks = wheel.trim_checks - checks_before;
-    assert_eq!(wheel.allocated_entries(), capacity);
-    assert!(
-        checks <= removals / (capacity as u64 / 4) + 1,
-        "{checks} checks in {removals} removals at capacity {capacity}"
-    );
-    assert!(checks > 0, "the policy never ran");
-    // The live top entry leaves nothing to release: no O(capacity) walk.
-    assert_eq!(wheel.trims, trims_before);
 }
 
 #[test]
-fn a_wheel_below_the_floor_never_trims() {
+fn a_timer_started_and_cancelled_at_a_chunks_edge_allocates_nothing() {
+    let mut wheel: Wheel<u64> = Wheel::new(64);
+    let full: Vec<Key> = (0..3 * TRIM_FLOOR as u64)
+        .map(|i| wheel.try_insert(5 + i, i).unwrap())
+        .collect();
+    let first = wheel.try_insert(9, 0).unwrap();
+    wheel.remove(first).unwrap();
+    // The emptied chunk is kept as the spare: nothing more is allocated
+    // or freed, however often it is used.
+    let capacity = wheel.allocated_entries();
+    for i in 0..1_000 {
+        let key = wheel.try_insert(9, i).unwrap();
+        assert_eq!(key.index, first.index);
+        wheel.remove(key).unwrap();
+        assert_eq!(wheel.allocated_entries(), capacity);
+    }
+    drop(full);
+    wheel.assert_invariants();
+}
+
+#[test]
+fn a_wheel_that_never_grew_past_a_chunk_keeps_it_and_its_levels() {
     let mut wheel: Wheel<u64> = Wheel::new(64);
     // Three rounds already show it; a hundred are too slow under Miri.
     let rounds = if cfg!(miri) { 3 } else { 100 };
@@ -174,14 +198,19 @@ fn a_wheel_below_the_floor_never_trims() {
         for key in keys {
             wheel.remove(key).unwrap();
         }
+        assert_eq!(wheel.allocated_entries(), TRIM_FLOOR);
     }
-    assert_eq!(wheel.trims, 0);
-    assert!(wheel.allocated_entries() <= TRIM_FLOOR);
+    // A lone far timer started and cancelled in a loop keeps its levels.
+    let far = wheel.try_insert(u64::MAX - 1, 0).unwrap();
+    let levels = wheel.levels();
+    assert!(levels > 1);
+    wheel.remove(far).unwrap();
+    assert_eq!(wheel.levels(), levels);
 }
 
 #[test]
-fn empty_upper_levels_are_freed_at_the_next_trim() {
-    let mut wheel: Wheel<u64> = Wheel::with_trim_floor(4, 0);
+fn empty_upper_levels_are_freed_when_a_grown_wheel_empties() {
+    let mut wheel: Wheel<u64> = Wheel::new(4);
     let one_level = wheel.level_bytes();
     let low = wheel.try_insert(2, 0).unwrap();
     let far: Vec<Key> = (0..100)
@@ -189,33 +218,17 @@ fn empty_upper_levels_are_freed_at_the_next_trim() {
         .collect();
     assert_eq!(wheel.levels(), max_levels(2));
     assert!(wheel.level_bytes() > one_level);
-    let trims = wheel.trims;
-    // Newest first, so the slab's tail empties and a trim can release it.
-    for key in far.into_iter().rev() {
+    for key in far {
         wheel.remove(key).unwrap();
     }
-    assert!(wheel.trims > trims, "no trim in 100 removals");
-    // Levels are freed lazily, by a trim, not by the removal that empties
-    // them (a far timer started and cancelled in a loop must not allocate
-    // and free levels every time). Churn bursts at level 0 until the next
-    // trim.
-    let trims = wheel.trims;
-    for i in 0..1_000 {
-        let burst: Vec<Key> = (0..8)
-            .map(|j| wheel.try_insert(3, i + j).unwrap())
-            .collect();
-        for key in burst.into_iter().rev() {
-            wheel.remove(key).unwrap();
-        }
-        if wheel.trims > trims {
-            break;
-        }
-    }
-    assert!(wheel.trims > trims, "no trim in 1000 removals");
-    assert_eq!(wheel.levels(), 1);
-    assert_eq!(wheel.level_bytes(), one_level);
+    // Levels go when the wheel empties, not with the entries above them.
+    assert_eq!(wheel.levels(), max_levels(2));
+    // Fired and freed: the wheel empties.
     assert_eq!(drain(&mut wheel, 2), vec![(2, 0)]);
     assert_eq!(wheel.remove(low), None);
+    assert_eq!(wheel.levels(), 1);
+    assert_eq!(wheel.level_bytes(), one_level);
+    assert_eq!(wheel.allocated_entries(), 0);
 }
 
 #[test]

@@ -1,0 +1,561 @@
+//! The wheel's slab: entries by index in fixed-size chunks, so that no
+//! single insert or removal grows, shrinks or frees more than one chunk.
+//!
+//! # Why not `slab::Slab`
+//!
+//! A `Slab` is one `Vec`. Growing it past its capacity copies (or remaps)
+//! every entry, and it can give memory back only by cutting its vacant tail,
+//! which rebuilds its whole free list; freeing it whole after a burst unmaps
+//! tens of megabytes. Each of those is O(timers) inside one `poll` or
+//! `drop`, under the shard's lock: milliseconds at a million timers, on the
+//! unlucky request that happened to trigger it.
+//!
+//! # Layout
+//!
+//! Index `i` lives in chunk `i / CHUNK`, at `i % CHUNK`. Each chunk has its
+//! own free list and live count, and its own allocation: chunk 0 grows like
+//! a `Vec` (a small wheel stays small), every other chunk is allocated at
+//! `CHUNK` slots the first time it is used. A bitmap says which chunks have
+//! room, and an insert takes a slot in the lowest of them (`first_open`),
+//! so a shrinking population empties the high chunks.
+//!
+//! # Giving memory back
+//!
+//! When a chunk other than chunk 0 empties it becomes the *spare*, and the
+//! previous spare, if still empty, is freed. One empty chunk is kept so
+//! that a timer started and cancelled in a loop at a chunk's edge does not
+//! allocate and free a chunk every time. When a wheel that grew past chunk
+//! 0 empties, everything goes (the spare and chunk 0: two frees); one that
+//! never did keeps chunk 0, at most `CHUNK` slots. A queue's wheel (`gives_back` false) keeps what
+//! it has until its owner calls [`Slots::shrink_to_fit`].
+//!
+//! # Cost per call
+//!
+//! An insert may allocate one chunk, double chunk 0 (at most `CHUNK`
+//! slots), or double the directory (8 bytes of bitmap and 32 of chunk
+//! header per `CHUNK` slots: 32 KiB at a million timers). A removal may
+//! free one chunk. When the first full chunk below is found full, finding
+//! the next one with room scans one bit per chunk. None of it touches the
+//! other entries.
+
+use std::ops::{Index, IndexMut};
+
+use super::entry::NIL;
+
+/// Slots per chunk, as a shift. Tests use tiny chunks, so that small wheels
+/// have many.
+#[cfg(not(test))]
+const CHUNK_SHIFT: u32 = 10;
+#[cfg(test)]
+const CHUNK_SHIFT: u32 = 2;
+/// Slots per chunk; also what an empty wheel may keep (chunk 0).
+pub(crate) const CHUNK: usize = 1 << CHUNK_SHIFT;
+const MASK: usize = CHUNK - 1;
+
+#[derive(Debug)]
+enum Slot<T> {
+    /// Vacant: the next vacant slot of its chunk (an offset), or [`NIL`].
+    Vacant(u32),
+    Occupied(T),
+}
+
+#[derive(Debug)]
+struct Chunk<T> {
+    /// Occupied and vacant slots; a chunk with no allocation is *released*.
+    slots: Vec<Slot<T>>,
+    /// The first vacant slot (an offset), or [`NIL`]: vacant slots below
+    /// `slots.len()`. Room past `slots.len()` is taken by pushing.
+    free: u32,
+    /// Occupied slots.
+    live: u32,
+}
+
+impl<T> Chunk<T> {
+    const RELEASED: Chunk<T> = Chunk {
+        slots: Vec::new(),
+        free: NIL,
+        live: 0,
+    };
+}
+
+/// A slab in chunks; see the module docs.
+#[derive(Debug)]
+pub(crate) struct Slots<T> {
+    chunks: Vec<Chunk<T>>,
+    /// Bit `c` is set iff chunk `c` has room (fewer than `CHUNK` live).
+    open: Vec<u64>,
+    /// The lowest chunk with room, or `chunks.len()` if none has.
+    first_open: usize,
+    /// Occupied slots.
+    len: usize,
+    /// An empty chunk other than chunk 0 that is still allocated.
+    spare: Option<usize>,
+    /// Whether emptied chunks are freed (see the module docs).
+    gives_back: bool,
+    /// Slots allocated, in all chunks: kept, not summed, because stats and
+    /// tests ask often.
+    allocated: usize,
+}
+
+impl<T> Slots<T> {
+    /// An empty slab; `gives_back` says whether it frees emptied chunks.
+    pub(crate) fn new(gives_back: bool) -> Slots<T> {
+        Slots {
+            chunks: Vec::new(),
+            open: Vec::new(),
+            first_open: 0,
+            len: 0,
+            spare: None,
+            gives_back,
+            allocated: 0,
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Slots allocated, occupied or not.
+    pub(crate) fn capacity(&self) -> usize {
+        self.allocated
+    }
+
+    /// Counts the allocated slots again, after an O(capacity) operation.
+    fn recount(&mut self) {
+        self.allocated = self.chunks.iter().map(|c| c.slots.capacity()).sum();
+    }
+
+    #[inline]
+    pub(crate) fn get(&self, index: usize) -> Option<&T> {
+        match self
+            .chunks
+            .get(index >> CHUNK_SHIFT)?
+            .slots
+            .get(index & MASK)
+        {
+            Some(Slot::Occupied(value)) => Some(value),
+            _ => None,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn get_mut(&mut self, index: usize) -> Option<&mut T> {
+        match self
+            .chunks
+            .get_mut(index >> CHUNK_SHIFT)?
+            .slots
+            .get_mut(index & MASK)
+        {
+            Some(Slot::Occupied(value)) => Some(value),
+            _ => None,
+        }
+    }
+
+    /// The index the next [`insert`](Slots::insert) uses.
+    #[inline]
+    pub(crate) fn vacant_key(&self) -> usize {
+        let c = self.first_open;
+        let offset = match self.chunks.get(c) {
+            Some(chunk) if chunk.free != NIL => chunk.free as usize,
+            Some(chunk) => chunk.slots.len(),
+            None => 0,
+        };
+        (c << CHUNK_SHIFT) | offset
+    }
+
+    /// Stores `value` at [`vacant_key`](Slots::vacant_key) and returns it.
+    #[inline]
+    pub(crate) fn insert(&mut self, value: T) -> usize {
+        let c = self.first_open;
+        if c == self.chunks.len() {
+            self.push_chunk();
+        }
+        let chunk = &mut self.chunks[c];
+        let offset = if chunk.free != NIL {
+            let offset = chunk.free as usize;
+            let slot = &mut chunk.slots[offset];
+            let Slot::Vacant(next) = *slot else {
+                unreachable!("an occupied slot on chunk {c}'s free list")
+            };
+            chunk.free = next;
+            *slot = Slot::Occupied(value);
+            offset
+        } else {
+            let len = chunk.slots.len();
+            debug_assert!(len < CHUNK, "chunk {c} is full but marked open");
+            if len == chunk.slots.capacity() {
+                // Chunk 0 doubles; the others are allocated whole, once.
+                let want = if c == 0 {
+                    (2 * len).clamp(4, CHUNK)
+                } else {
+                    CHUNK
+                };
+                chunk.slots.reserve_exact(want - len);
+                self.allocated += chunk.slots.capacity() - len;
+            }
+            chunk.slots.push(Slot::Occupied(value));
+            len
+        };
+        chunk.live += 1;
+        self.len += 1;
+        if chunk.live as usize == CHUNK {
+            self.open[c / 64] &= !(1 << (c % 64));
+            self.first_open = self.next_open(c + 1);
+        }
+        if self.spare == Some(c) {
+            self.spare = None;
+        }
+        (c << CHUNK_SHIFT) | offset
+    }
+
+    /// A released chunk at the end of the directory, marked open.
+    #[cold]
+    fn push_chunk(&mut self) {
+        let c = self.chunks.len();
+        assert!(
+            ((c + 1) << CHUNK_SHIFT) - 1 <= NIL as usize,
+            "a wheel holds at most u32::MAX - 1 entries"
+        );
+        self.chunks.push(Chunk::RELEASED);
+        if c % 64 == 0 {
+            self.open.push(0);
+        }
+        self.open[c / 64] |= 1 << (c % 64);
+    }
+
+    /// The lowest chunk with room at or above `from`, or `chunks.len()`.
+    fn next_open(&self, from: usize) -> usize {
+        let mut word = from / 64;
+        let Some(&first) = self.open.get(word) else {
+            return self.chunks.len();
+        };
+        let mut bits = first & (!0 << (from % 64));
+        loop {
+            if bits != 0 {
+                return word * 64 + bits.trailing_zeros() as usize;
+            }
+            word += 1;
+            match self.open.get(word) {
+                Some(&next) => bits = next,
+                None => return self.chunks.len(),
+            }
+        }
+    }
+
+    /// Frees slot `index` and returns its value.
+    ///
+    /// # Panics
+    ///
+    /// If the slot is vacant.
+    #[inline(always)]
+    pub(crate) fn remove(&mut self, index: usize) -> T {
+        let c = index >> CHUNK_SHIFT;
+        let chunk = &mut self.chunks[c];
+        let offset = index & MASK;
+        let slot = &mut chunk.slots[offset];
+        let value = match std::mem::replace(slot, Slot::Vacant(chunk.free)) {
+            Slot::Occupied(value) => value,
+            Slot::Vacant(next) => {
+                *slot = Slot::Vacant(next);
+                vacant()
+            }
+        };
+        chunk.free = offset as u32;
+        chunk.live -= 1;
+        let live = chunk.live;
+        self.len -= 1;
+        if live as usize == CHUNK - 1 {
+            self.open[c / 64] |= 1 << (c % 64);
+        }
+        if c < self.first_open {
+            self.first_open = c;
+        }
+        if live == 0 && c > 0 && self.gives_back && self.len > 0 {
+            self.chunk_emptied(c);
+        }
+        value
+    }
+
+    /// Chunk `c` (not 0) has just emptied, and others have entries: it
+    /// becomes the spare, and the old spare, if still empty, is freed.
+    #[cold]
+    fn chunk_emptied(&mut self, c: usize) {
+        if let Some(old) = self.spare.replace(c) {
+            if old != c && self.chunks[old].live == 0 {
+                self.allocated -= self.chunks[old].slots.capacity();
+                self.chunks[old] = Chunk::RELEASED;
+            }
+        }
+    }
+
+    /// For an empty slab that gives memory back and grew past chunk 0:
+    /// frees everything; whether it did. Every chunk above 0 is already
+    /// released but the spare, so this frees two chunks and drops the
+    /// directory (a header per chunk).
+    pub(crate) fn release_all(&mut self) -> bool {
+        debug_assert_eq!(self.len, 0);
+        if !self.gives_back || self.chunks.len() <= 1 {
+            return false;
+        }
+        *self = Slots::new(true);
+        true
+    }
+
+    /// Drops every value; keeps the chunks' allocations if the slab does
+    /// not [`give back`](Slots::new), or if it has only chunk 0.
+    ///
+    /// [`gives_back`]: Slots::new
+    pub(crate) fn clear(&mut self) {
+        for chunk in &mut self.chunks {
+            chunk.slots.clear();
+            chunk.free = NIL;
+            chunk.live = 0;
+        }
+        self.len = 0;
+        for (word, bits) in self.open.iter_mut().enumerate() {
+            let chunks = self.chunks.len() - word * 64;
+            *bits = if chunks >= 64 { !0 } else { (1 << chunks) - 1 };
+        }
+        self.first_open = 0;
+        self.spare = None;
+        self.release_all();
+    }
+
+    /// Makes room for `additional` more entries than are live, without
+    /// allocating on insert: allocates chunks (exactly, for chunk 0) from
+    /// the bottom up.
+    pub(crate) fn reserve(&mut self, additional: usize) {
+        let mut room = self.capacity() - self.len;
+        let mut c = 0;
+        while room < additional {
+            if c == self.chunks.len() {
+                self.push_chunk();
+            }
+            let slots = &mut self.chunks[c].slots;
+            let want = if c == 0 {
+                (slots.capacity() + additional - room).min(CHUNK)
+            } else {
+                CHUNK
+            };
+            if want > slots.capacity() {
+                room += want - slots.capacity();
+                slots.reserve_exact(want - slots.len());
+            }
+            c += 1;
+        }
+        self.recount();
+    }
+
+    /// Frees every empty chunk and the vacant tail of the others, and cuts
+    /// the directory after the last one with a live entry. Keys stay
+    /// valid: nothing moves. O(capacity).
+    pub(crate) fn shrink_to_fit(&mut self) {
+        for chunk in &mut self.chunks {
+            if chunk.live == 0 {
+                *chunk = Chunk::RELEASED;
+                continue;
+            }
+            let end = chunk
+                .slots
+                .iter()
+                .rposition(|slot| matches!(slot, Slot::Occupied(_)))
+                .map_or(0, |last| last + 1);
+            chunk.slots.truncate(end);
+            chunk.slots.shrink_to_fit();
+            // The free list named slots past the tail: rebuilt, lowest first.
+            chunk.free = NIL;
+            for (offset, slot) in chunk.slots.iter_mut().enumerate().rev() {
+                if let Slot::Vacant(next) = slot {
+                    *next = chunk.free;
+                    chunk.free = offset as u32;
+                }
+            }
+        }
+        self.spare = None;
+        let keep = self
+            .chunks
+            .iter()
+            .rposition(|chunk| chunk.live > 0)
+            .map_or(0, |c| c + 1);
+        self.chunks.truncate(keep);
+        self.chunks.shrink_to_fit();
+        self.open.truncate(keep.div_ceil(64));
+        self.open.shrink_to_fit();
+        if let Some(last) = self.open.last_mut() {
+            if keep % 64 != 0 {
+                *last &= (1 << (keep % 64)) - 1;
+            }
+        }
+        self.first_open = self.next_open(0);
+        self.recount();
+    }
+
+    /// Moves the entries above index `len` into the vacant slots below it,
+    /// calling `moved(value, from, to)` for each, then frees everything
+    /// above `len` and rebuilds the chunks as full, with no free slots.
+    /// O(capacity).
+    pub(crate) fn compact(&mut self, mut moved: impl FnMut(&T, usize, usize)) {
+        let len = self.len;
+        // Every chunk below `len` gets its slots up to `len` pushed, vacant,
+        // so that a hole there can be written.
+        for c in 0..len.div_ceil(CHUNK) {
+            let end = (len - c * CHUNK).min(CHUNK);
+            let slots = &mut self.chunks[c].slots;
+            if slots.len() < end {
+                slots.reserve_exact(end - slots.len());
+                slots.resize_with(end, || Slot::Vacant(NIL));
+            }
+        }
+        let holes: Vec<usize> = (0..len).filter(|&i| self.get(i).is_none()).collect();
+        let mut from = self.chunks.len() * CHUNK;
+        for to in holes {
+            from = (len..from)
+                .rev()
+                .find(|&i| self.get(i).is_some())
+                .expect("as many entries above len as holes below");
+            let slot = std::mem::replace(
+                &mut self.chunks[from >> CHUNK_SHIFT].slots[from & MASK],
+                Slot::Vacant(NIL),
+            );
+            let Slot::Occupied(value) = slot else {
+                unreachable!()
+            };
+            moved(&value, from, to);
+            self.chunks[to >> CHUNK_SHIFT].slots[to & MASK] = Slot::Occupied(value);
+        }
+        let keep = len.div_ceil(CHUNK);
+        self.chunks.truncate(keep);
+        for (c, chunk) in self.chunks.iter_mut().enumerate() {
+            chunk.slots.truncate((len - c * CHUNK).min(CHUNK));
+            chunk.slots.shrink_to_fit();
+            chunk.free = NIL;
+            chunk.live = chunk.slots.len() as u32;
+        }
+        self.chunks.shrink_to_fit();
+        self.open = vec![0; keep.div_ceil(64)];
+        if let Some(last) = self.chunks.last() {
+            if (last.live as usize) < CHUNK {
+                let c = keep - 1;
+                self.open[c / 64] |= 1 << (c % 64);
+            }
+        }
+        self.open.shrink_to_fit();
+        self.spare = None;
+        self.first_open = self.next_open(0);
+        self.recount();
+    }
+
+    /// Occupied slots and their indices, lowest first.
+    #[cfg(any(test, loom))]
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (usize, &T)> + '_ {
+        self.chunks.iter().enumerate().flat_map(|(c, chunk)| {
+            chunk
+                .slots
+                .iter()
+                .enumerate()
+                .filter_map(move |(offset, slot)| match slot {
+                    Slot::Occupied(value) => Some(((c << CHUNK_SHIFT) | offset, value)),
+                    Slot::Vacant(_) => None,
+                })
+        })
+    }
+
+    /// As [`iter`](Slots::iter), mutably.
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = (usize, &mut T)> + '_ {
+        self.chunks.iter_mut().enumerate().flat_map(|(c, chunk)| {
+            chunk
+                .slots
+                .iter_mut()
+                .enumerate()
+                .filter_map(move |(offset, slot)| match slot {
+                    Slot::Occupied(value) => Some(((c << CHUNK_SHIFT) | offset, value)),
+                    Slot::Vacant(_) => None,
+                })
+        })
+    }
+
+    /// Checks the bookkeeping against the slots: live counts, free lists,
+    /// the open bitmap and `first_open`. O(capacity).
+    #[cfg(test)]
+    pub(crate) fn assert_invariants(&self) {
+        let mut len = 0;
+        for (c, chunk) in self.chunks.iter().enumerate() {
+            let live = chunk
+                .slots
+                .iter()
+                .filter(|s| matches!(s, Slot::Occupied(_)))
+                .count();
+            assert_eq!(live, chunk.live as usize, "chunk {c}'s live count");
+            let mut free = 0;
+            let mut at = chunk.free;
+            while at != NIL {
+                let Slot::Vacant(next) = chunk.slots[at as usize] else {
+                    panic!("chunk {c}: occupied slot {at} on the free list");
+                };
+                free += 1;
+                at = next;
+            }
+            assert_eq!(free + live, chunk.slots.len(), "chunk {c}'s free list");
+            assert!(chunk.slots.capacity() <= CHUNK, "chunk {c} too big");
+            let open = self.open[c / 64] >> (c % 64) & 1 == 1;
+            assert_eq!(open, live < CHUNK, "chunk {c}'s open bit");
+            assert!(
+                c >= self.first_open || !open,
+                "open chunk {c} below first_open"
+            );
+            len += live;
+        }
+        assert!(self.first_open == self.chunks.len() || self.first_open < self.chunks.len());
+        assert_eq!(len, self.len);
+        let allocated: usize = self.chunks.iter().map(|c| c.slots.capacity()).sum();
+        assert_eq!(allocated, self.allocated, "allocated slots");
+        for c in self.chunks.len()..self.open.len() * 64 {
+            assert_eq!(self.open[c / 64] >> (c % 64) & 1, 0, "bit {c} past the end");
+        }
+        if self.gives_back {
+            let empty_held = (1..self.chunks.len())
+                .filter(|&c| self.chunks[c].live == 0 && self.chunks[c].slots.capacity() > 0)
+                .count();
+            assert!(empty_held <= 1, "{empty_held} empty chunks held");
+        }
+    }
+}
+
+/// A key naming a vacant slot: a bug in the wheel. Out of line, with no
+/// arguments, so that the index paths carry nothing for it.
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn vacant() -> ! {
+    panic!("a wheel key names a vacant slot")
+}
+
+impl<T> Index<usize> for Slots<T> {
+    type Output = T;
+
+    #[inline]
+    fn index(&self, index: usize) -> &T {
+        match &self.chunks[index >> CHUNK_SHIFT].slots[index & MASK] {
+            Slot::Occupied(value) => value,
+            Slot::Vacant(_) => vacant(),
+        }
+    }
+}
+
+impl<T> IndexMut<usize> for Slots<T> {
+    #[inline]
+    fn index_mut(&mut self, index: usize) -> &mut T {
+        match &mut self.chunks[index >> CHUNK_SHIFT].slots[index & MASK] {
+            Slot::Occupied(value) => value,
+            Slot::Vacant(_) => vacant(),
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "tests/slots.rs"]
+mod tests;

@@ -1,0 +1,159 @@
+//! The chunked slab (`slots.rs`): finding room, freeing chunks, a queue's
+//! reserve, shrink and compact.
+
+use super::*;
+
+fn filled(n: usize) -> Slots<usize> {
+    let mut slots = Slots::new(true);
+    for i in 0..n {
+        assert_eq!(slots.vacant_key(), i);
+        assert_eq!(slots.insert(i), i);
+    }
+    slots.assert_invariants();
+    slots
+}
+
+#[test]
+fn next_open_finds_the_lowest_chunk_with_room_across_words() {
+    let mut slots = filled(200 * CHUNK);
+    assert_eq!(slots.first_open, 200);
+    for c in [130, 64, 63, 199] {
+        slots.remove(c * CHUNK + 1);
+    }
+    assert_eq!(slots.first_open, 63);
+    assert_eq!(slots.next_open(64), 64);
+    assert_eq!(slots.next_open(65), 130);
+    assert_eq!(slots.next_open(131), 199);
+    assert_eq!(slots.next_open(200), 200);
+    // Filling 63 moves `first_open` to the next one with room.
+    assert_eq!(slots.insert(0), 63 * CHUNK + 1);
+    assert_eq!(slots.first_open, 64);
+    slots.assert_invariants();
+}
+
+#[test]
+fn an_insert_takes_the_lowest_chunk_and_its_last_freed_slot() {
+    let mut slots = filled(3 * CHUNK);
+    slots.remove(2 * CHUNK + 1);
+    slots.remove(CHUNK + 2);
+    slots.remove(CHUNK + 3);
+    assert_eq!(slots.insert(7), CHUNK + 3);
+    assert_eq!(slots.insert(8), CHUNK + 2);
+    assert_eq!(slots.insert(9), 2 * CHUNK + 1);
+    assert_eq!(slots.insert(10), 3 * CHUNK);
+    assert_eq!(slots[CHUNK + 3], 7);
+    slots.assert_invariants();
+}
+
+#[test]
+fn emptied_chunks_are_freed_one_removal_late_and_all_when_empty() {
+    let mut slots = filled(4 * CHUNK);
+    let full = slots.capacity();
+    for i in (CHUNK..2 * CHUNK).rev() {
+        slots.remove(i);
+    }
+    // The spare: kept.
+    assert_eq!(slots.capacity(), full);
+    for i in 2 * CHUNK..3 * CHUNK {
+        slots.remove(i);
+    }
+    // The old spare freed, the new one kept.
+    assert_eq!(slots.capacity(), full - CHUNK);
+    slots.assert_invariants();
+    for i in (0..CHUNK).chain(3 * CHUNK..4 * CHUNK) {
+        slots.remove(i);
+    }
+    assert!(slots.release_all());
+    assert_eq!((slots.capacity(), slots.len()), (0, 0));
+    slots.assert_invariants();
+    // Used again from chunk 0.
+    assert_eq!(slots.insert(1), 0);
+}
+
+#[test]
+fn a_queues_slab_keeps_its_chunks_until_shrunk() {
+    let mut slots: Slots<usize> = Slots::new(false);
+    slots.reserve(3 * CHUNK + 1);
+    let reserved = slots.capacity();
+    assert!(reserved > 3 * CHUNK);
+    let keys: Vec<usize> = (0..3 * CHUNK + 1).map(|i| slots.insert(i)).collect();
+    assert_eq!(slots.capacity(), reserved, "an insert allocated");
+    for &key in &keys[CHUNK..] {
+        slots.remove(key);
+    }
+    assert_eq!(slots.capacity(), reserved);
+    slots.shrink_to_fit();
+    assert_eq!(slots.capacity(), CHUNK);
+    slots.assert_invariants();
+    for &key in &keys[..CHUNK] {
+        assert_eq!(slots[key], key);
+    }
+    // A chunk's vacant tail goes too; a hole below its last entry stays,
+    // on a free list rebuilt without the tail.
+    slots.remove(CHUNK - 1);
+    slots.remove(1);
+    slots.shrink_to_fit();
+    assert_eq!(slots.capacity(), CHUNK - 1);
+    slots.assert_invariants();
+    assert_eq!(slots.insert(10), 1);
+    assert_eq!(slots.insert(11), CHUNK - 1);
+    slots.assert_invariants();
+}
+
+#[test]
+fn compact_moves_the_top_into_the_holes_and_frees_the_rest() {
+    let mut slots = filled(5 * CHUNK);
+    for i in (0..5 * CHUNK).filter(|i| i % 3 == 0) {
+        slots.remove(i);
+    }
+    let len = slots.len();
+    let mut moves = Vec::new();
+    slots.compact(|&value, from, to| moves.push((value, from, to)));
+    slots.assert_invariants();
+    assert_eq!(slots.len(), len);
+    assert!(slots.capacity() < len + CHUNK);
+    for (value, from, to) in moves {
+        assert_eq!(value, from);
+        assert!(from >= len && to < len);
+        assert_eq!(slots[to], value);
+    }
+    let mut values: Vec<usize> = slots.iter().map(|(_, &v)| v).collect();
+    values.sort_unstable();
+    let expected: Vec<usize> = (0..5 * CHUNK).filter(|i| i % 3 != 0).collect();
+    assert_eq!(values, expected);
+    // Every index below `len` is in use; the next insert goes after.
+    assert_eq!(slots.vacant_key(), len);
+}
+
+#[test]
+fn clear_keeps_a_queues_chunks_and_frees_a_grown_slab() {
+    let mut queue = Slots::new(false);
+    let mut timer = Slots::new(true);
+    for i in 0..3 * CHUNK {
+        queue.insert(i);
+        timer.insert(i);
+    }
+    let held = queue.capacity();
+    queue.clear();
+    timer.clear();
+    queue.assert_invariants();
+    timer.assert_invariants();
+    assert_eq!((queue.len(), queue.capacity()), (0, held));
+    assert_eq!((timer.len(), timer.capacity()), (0, 0));
+    assert_eq!(queue.insert(1), 0);
+}
+
+#[test]
+fn a_slot_of_the_drivers_entry_is_40_bytes() {
+    // The driver's value is two words (`driver::job::Job`); the vacant
+    // variant hides in `Place`'s niche, as it did in `slab::Slab`.
+    let size = std::mem::size_of::<Slot<super::super::entry::Entry<[usize; 2]>>>();
+    assert_eq!(
+        size,
+        if cfg!(target_pointer_width = "64") {
+            40
+        } else {
+            32
+        }
+    );
+}

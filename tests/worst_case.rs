@@ -1,0 +1,139 @@
+//! Bounded work per call, in memory (issue 28): with a million sleeps on
+//! one timer, no single registration allocates, and no single drop frees,
+//! more than [`BOUND`] bytes, whether the sleeps are dropped in creation
+//! order or newest first. Before the chunked slab, the registration that
+//! outgrew the slab copied all of it (up to 40 MB), and one drop freed it
+//! all (the last, in creation order: 41.9 MB) or walked and shrank it
+//! (newest first, drop #737,983: 31.5 MB), under the shard's lock:
+//! milliseconds in one call.
+//!
+//! A counting allocator measures, per thread, the bytes each call
+//! allocates (growth, for a `realloc`) and frees (shrinkage, for a
+//! `realloc`). Bytes are the work units here: the time per call is the
+//! `compare` bench's "worst single drop" row.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Waker};
+use std::time::Duration;
+
+use wheel::{Sleep, Timer};
+
+mod common;
+
+/// Counts the bytes each thread allocates and frees.
+struct Counting;
+
+thread_local! {
+    static ALLOCATED: Cell<usize> = const { Cell::new(0) };
+    static FREED: Cell<usize> = const { Cell::new(0) };
+}
+
+fn count(counter: &'static std::thread::LocalKey<Cell<usize>>, bytes: usize) {
+    // `try_with`: the allocator also runs while a thread's locals go.
+    let _ = counter.try_with(|c| c.set(c.get() + bytes));
+}
+
+// SAFETY: every call is passed on to `System` unchanged; the counting
+// touches only thread-locals of `Copy` cells, which do not allocate.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count(&ALLOCATED, layout.size());
+        // SAFETY: the caller's contract, passed on.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        count(&FREED, layout.size());
+        // SAFETY: the caller's contract, passed on.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count(&ALLOCATED, new_size.saturating_sub(layout.size()));
+        count(&FREED, layout.size().saturating_sub(new_size));
+        // SAFETY: the caller's contract, passed on.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// The most one call may allocate or free. A chunk of the slab is 1024
+/// entries of 40 bytes; the drop that empties the wheel frees at most three
+/// (the spare, the last one emptied and chunk 0) and the chunk directory
+/// (40 bytes per chunk: 39 KB at a million sleeps); a registration
+/// allocates one chunk or doubles the directory. A million entries are
+/// 40 MB.
+const BOUND: usize = 256 * 1024;
+
+const MILLION: u64 = 1_000_000;
+
+/// Bytes allocated and freed on this thread while `f` runs.
+fn work_of(f: impl FnOnce()) -> (usize, usize) {
+    let before = (ALLOCATED.with(Cell::get), FREED.with(Cell::get));
+    f();
+    (
+        ALLOCATED.with(Cell::get) - before.0,
+        FREED.with(Cell::get) - before.1,
+    )
+}
+
+/// A million sleeps on `timer`, each registered by one poll (on a paused
+/// clock, so none fires); returns them and the most one registration
+/// allocated, with its number.
+fn registered(timer: &Timer) -> (Vec<Sleep>, (usize, usize)) {
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut sleeps: Vec<Sleep> = (0..MILLION)
+        .map(|i| timer.sleep(Duration::from_secs(1 + i % 1000)))
+        .collect();
+    let mut worst = (0, 0);
+    for (n, sleep) in sleeps.iter_mut().enumerate() {
+        let (allocated, _) = work_of(|| {
+            assert!(Pin::new(sleep).poll(&mut cx).is_pending());
+        });
+        worst = worst.max((allocated, n));
+    }
+    (sleeps, worst)
+}
+
+/// Drops the sleeps one by one, from the back; returns the most one drop
+/// freed, and which drop that was.
+fn worst_drop(mut sleeps: Vec<Sleep>) -> (usize, usize) {
+    let mut worst = (0, 0);
+    let mut n = 0;
+    while let Some(sleep) = sleeps.pop() {
+        let (_, freed) = work_of(|| drop(sleep));
+        worst = worst.max((freed, n));
+        n += 1;
+    }
+    worst
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_call_on_a_million_sleeps_allocates_or_frees_more_than_a_few_chunks() {
+    let _guard = common::guard();
+    for newest_first in [false, true] {
+        let timer = Timer::builder().build().unwrap();
+        let (mut sleeps, (allocated, at)) = registered(&timer);
+        assert!(timer.stats().allocated_entries >= MILLION as usize);
+        assert!(
+            allocated <= BOUND,
+            "registration #{at} allocated {allocated} bytes"
+        );
+        if !newest_first {
+            // `worst_drop` drops from the back.
+            sleeps.reverse();
+        }
+        let (freed, at) = worst_drop(sleeps);
+        let after = timer.stats();
+        assert_eq!((after.entries, after.allocated_entries), (0, 0));
+        assert!(
+            freed <= BOUND,
+            "newest first: {newest_first}: drop #{at} freed {freed} bytes"
+        );
+    }
+}
