@@ -15,9 +15,11 @@
 //! Index `i` lives in chunk `i / CHUNK`, at `i % CHUNK`. Each chunk has its
 //! own free list and live count, and its own allocation: chunk 0 grows like
 //! a `Vec` (a small wheel stays small), every other chunk is allocated at
-//! `CHUNK` slots the first time it is used. A bitmap says which chunks have
-//! room, and an insert takes a slot in the lowest of them (`first_open`),
-//! so a shrinking population empties the high chunks.
+//! `CHUNK` slots the first time it is used. An insert takes the slot the
+//! last removal freed, if no insert has taken it since (it is still in
+//! cache: a server's timeouts replace each other), and otherwise a slot in
+//! the lowest chunk with room (`first_open`; a bitmap says which have
+//! room), so a shrinking population empties the high chunks.
 //!
 //! # Giving memory back
 //!
@@ -86,6 +88,9 @@ pub(crate) struct Slots<T> {
     open: Vec<u64>,
     /// The lowest chunk with room, or `chunks.len()` if none has.
     first_open: usize,
+    /// The chunk of the last removal, until an insert takes its slot (the
+    /// head of that chunk's free list, and still in cache).
+    hot: Option<usize>,
     /// Occupied slots.
     len: usize,
     /// An empty chunk other than chunk 0 that is still allocated.
@@ -104,6 +109,7 @@ impl<T> Slots<T> {
             chunks: Vec::new(),
             open: Vec::new(),
             first_open: 0,
+            hot: None,
             len: 0,
             spare: None,
             gives_back,
@@ -158,7 +164,7 @@ impl<T> Slots<T> {
     /// The index the next [`insert`](Slots::insert) uses.
     #[inline]
     pub(crate) fn vacant_key(&self) -> usize {
-        let c = self.first_open;
+        let c = self.hot.unwrap_or(self.first_open);
         let offset = match self.chunks.get(c) {
             Some(chunk) if chunk.free != NIL => chunk.free as usize,
             Some(chunk) => chunk.slots.len(),
@@ -170,7 +176,7 @@ impl<T> Slots<T> {
     /// Stores `value` at [`vacant_key`](Slots::vacant_key) and returns it.
     #[inline]
     pub(crate) fn insert(&mut self, value: T) -> usize {
-        let c = self.first_open;
+        let c = self.hot.take().unwrap_or(self.first_open);
         if c == self.chunks.len() {
             self.push_chunk();
         }
@@ -204,7 +210,9 @@ impl<T> Slots<T> {
         self.len += 1;
         if chunk.live as usize == CHUNK {
             self.open[c / 64] &= !(1 << (c % 64));
-            self.first_open = self.next_open(c + 1);
+            if c == self.first_open {
+                self.first_open = self.next_open(c + 1);
+            }
         }
         if self.spare == Some(c) {
             self.spare = None;
@@ -274,6 +282,7 @@ impl<T> Slots<T> {
         if c < self.first_open {
             self.first_open = c;
         }
+        self.hot = Some(c);
         if live == 0 && c > 0 && self.gives_back && self.len > 0 {
             self.chunk_emptied(c);
         }
@@ -321,6 +330,7 @@ impl<T> Slots<T> {
             *bits = if chunks >= 64 { !0 } else { (1 << chunks) - 1 };
         }
         self.first_open = 0;
+        self.hot = None;
         self.spare = None;
         self.release_all();
     }
@@ -391,6 +401,7 @@ impl<T> Slots<T> {
             }
         }
         self.first_open = self.next_open(0);
+        self.hot = None;
         self.recount();
     }
 
@@ -446,6 +457,7 @@ impl<T> Slots<T> {
         self.open.shrink_to_fit();
         self.spare = None;
         self.first_open = self.next_open(0);
+        self.hot = None;
         self.recount();
     }
 
@@ -511,6 +523,9 @@ impl<T> Slots<T> {
         }
         assert!(self.first_open == self.chunks.len() || self.first_open < self.chunks.len());
         assert_eq!(len, self.len);
+        if let Some(c) = self.hot {
+            assert_ne!(self.chunks[c].free, NIL, "hot chunk {c} has no free slot");
+        }
         let allocated: usize = self.chunks.iter().map(|c| c.slots.capacity()).sum();
         assert_eq!(allocated, self.allocated, "allocated slots");
         for c in self.chunks.len()..self.open.len() * 64 {

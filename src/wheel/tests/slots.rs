@@ -17,7 +17,7 @@ fn filled(n: usize) -> Slots<usize> {
 fn next_open_finds_the_lowest_chunk_with_room_across_words() {
     let mut slots = filled(200 * CHUNK);
     assert_eq!(slots.first_open, 200);
-    for c in [130, 64, 63, 199] {
+    for c in [199, 130, 64, 63] {
         slots.remove(c * CHUNK + 1);
     }
     assert_eq!(slots.first_open, 63);
@@ -25,23 +25,34 @@ fn next_open_finds_the_lowest_chunk_with_room_across_words() {
     assert_eq!(slots.next_open(65), 130);
     assert_eq!(slots.next_open(131), 199);
     assert_eq!(slots.next_open(200), 200);
-    // Filling 63 moves `first_open` to the next one with room.
+    // Filling 63 (the last freed) moves `first_open` to the next one.
     assert_eq!(slots.insert(0), 63 * CHUNK + 1);
     assert_eq!(slots.first_open, 64);
     slots.assert_invariants();
 }
 
 #[test]
-fn an_insert_takes_the_lowest_chunk_and_its_last_freed_slot() {
+fn an_insert_takes_the_last_freed_slot_then_the_lowest_chunks() {
     let mut slots = filled(3 * CHUNK);
-    slots.remove(2 * CHUNK + 1);
     slots.remove(CHUNK + 2);
     slots.remove(CHUNK + 3);
-    assert_eq!(slots.insert(7), CHUNK + 3);
-    assert_eq!(slots.insert(8), CHUNK + 2);
-    assert_eq!(slots.insert(9), 2 * CHUNK + 1);
+    slots.remove(2 * CHUNK + 1);
+    // The slot just freed, still in cache.
+    assert_eq!(slots.vacant_key(), 2 * CHUNK + 1);
+    assert_eq!(slots.insert(7), 2 * CHUNK + 1);
+    // Then the lowest chunk with room, its last freed slot first.
+    assert_eq!(slots.vacant_key(), CHUNK + 3);
+    assert_eq!(slots.insert(8), CHUNK + 3);
+    assert_eq!(slots.insert(9), CHUNK + 2);
     assert_eq!(slots.insert(10), 3 * CHUNK);
-    assert_eq!(slots[CHUNK + 3], 7);
+    assert_eq!(slots[2 * CHUNK + 1], 7);
+    slots.assert_invariants();
+    // A chunk filled through the last freed slot, above the lowest with
+    // room, leaves `first_open` where it was.
+    slots.remove(0);
+    slots.remove(CHUNK);
+    assert_eq!(slots.insert(11), CHUNK);
+    assert_eq!(slots.first_open, 0);
     slots.assert_invariants();
 }
 
