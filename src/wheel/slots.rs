@@ -28,17 +28,25 @@
 //! that a timer started and cancelled in a loop at a chunk's edge does not
 //! allocate and free a chunk every time. When a wheel that grew past chunk
 //! 0 empties, everything goes (the spare and chunk 0: two frees); one that
-//! never did keeps chunk 0, at most `CHUNK` slots. A queue's wheel (`gives_back` false) keeps what
-//! it has until its owner calls [`Slots::shrink_to_fit`].
+//! never did keeps chunk 0, at most `CHUNK` slots. A queue's wheel
+//! (`gives_back` false) keeps what it has until its owner calls
+//! [`Slots::shrink_to_fit`].
 //!
 //! # Cost per call
 //!
 //! An insert may allocate one chunk, double chunk 0 (at most `CHUNK`
 //! slots), or double the directory (8 bytes of bitmap and 32 of chunk
 //! header per `CHUNK` slots: 32 KiB at a million timers). A removal may
-//! free one chunk. When the first full chunk below is found full, finding
-//! the next one with room scans one bit per chunk. None of it touches the
+//! free one chunk. When the chunk an insert filled was the lowest with
+//! room, finding the next scans one bit per chunk. None of it touches the
 //! other entries.
+//!
+//! The price is on every access: an index goes through the chunk's header
+//! (a branch, a bounds check and a load more than one `Vec`), and an insert
+//! or removal keeps the chunk's count. Chunk 0's header is inline
+//! (`Directory`), so a small wheel touches no line a `slab::Slab` would
+//! not; on a large one, bulk cancels and random replacements cost 10-20%
+//! more than with `slab::Slab` (`benches/README.md`, "The slab").
 
 use std::ops::{Index, IndexMut};
 
@@ -80,21 +88,107 @@ impl<T> Chunk<T> {
     };
 }
 
+/// The chunks' headers, chunk 0's inline: a small wheel, the common case,
+/// then touches no cache line outside its owner for them (the owner, a
+/// shard, is on lines of its own; a heap block of headers may share a line
+/// with anything, and moves between cores with every cross-thread cancel).
+#[derive(Debug)]
+struct Directory<T> {
+    first: Chunk<T>,
+    rest: Vec<Chunk<T>>,
+}
+
+impl<T> Directory<T> {
+    fn new() -> Directory<T> {
+        Directory {
+            first: Chunk::RELEASED,
+            rest: Vec::new(),
+        }
+    }
+
+    /// Chunks, at least one.
+    #[inline]
+    fn len(&self) -> usize {
+        1 + self.rest.len()
+    }
+
+    #[inline]
+    fn get(&self, c: usize) -> Option<&Chunk<T>> {
+        match c {
+            0 => Some(&self.first),
+            c => self.rest.get(c - 1),
+        }
+    }
+
+    #[inline]
+    fn get_mut(&mut self, c: usize) -> Option<&mut Chunk<T>> {
+        match c {
+            0 => Some(&mut self.first),
+            c => self.rest.get_mut(c - 1),
+        }
+    }
+
+    fn push(&mut self, chunk: Chunk<T>) {
+        self.rest.push(chunk);
+    }
+
+    /// Keeps the first `n` chunks (chunk 0 always).
+    fn truncate(&mut self, n: usize) {
+        self.rest.truncate(n.saturating_sub(1));
+        self.rest.shrink_to_fit();
+    }
+
+    fn last(&self) -> &Chunk<T> {
+        self.rest.last().unwrap_or(&self.first)
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &Chunk<T>> + '_ {
+        std::iter::once(&self.first).chain(&self.rest)
+    }
+
+    fn iter_mut(&mut self) -> impl Iterator<Item = &mut Chunk<T>> + '_ {
+        std::iter::once(&mut self.first).chain(&mut self.rest)
+    }
+}
+
+impl<T> Index<usize> for Directory<T> {
+    type Output = Chunk<T>;
+
+    #[inline]
+    fn index(&self, c: usize) -> &Chunk<T> {
+        match c {
+            0 => &self.first,
+            c => &self.rest[c - 1],
+        }
+    }
+}
+
+impl<T> IndexMut<usize> for Directory<T> {
+    #[inline]
+    fn index_mut(&mut self, c: usize) -> &mut Chunk<T> {
+        match c {
+            0 => &mut self.first,
+            c => &mut self.rest[c - 1],
+        }
+    }
+}
+
 /// A slab in chunks; see the module docs.
 #[derive(Debug)]
 pub(crate) struct Slots<T> {
-    chunks: Vec<Chunk<T>>,
+    chunks: Directory<T>,
     /// Bit `c` is set iff chunk `c` has room (fewer than `CHUNK` live).
     open: Vec<u64>,
     /// The lowest chunk with room, or `chunks.len()` if none has.
     first_open: usize,
     /// The chunk of the last removal, until an insert takes its slot (the
-    /// head of that chunk's free list, and still in cache).
-    hot: Option<usize>,
+    /// head of that chunk's free list, and still in cache), or [`NIL`].
+    hot: u32,
     /// Occupied slots.
     len: usize,
-    /// An empty chunk other than chunk 0 that is still allocated.
-    spare: Option<usize>,
+    /// An empty chunk other than chunk 0 kept allocated, or [`NIL`]; it
+    /// may have taken entries since it emptied, and is then no spare.
+    spare: u32,
     /// Whether emptied chunks are freed (see the module docs).
     gives_back: bool,
     /// Slots allocated, in all chunks: kept, not summed, because stats and
@@ -106,12 +200,13 @@ impl<T> Slots<T> {
     /// An empty slab; `gives_back` says whether it frees emptied chunks.
     pub(crate) fn new(gives_back: bool) -> Slots<T> {
         Slots {
-            chunks: Vec::new(),
-            open: Vec::new(),
+            chunks: Directory::new(),
+            // Chunk 0 has room.
+            open: vec![1],
             first_open: 0,
-            hot: None,
+            hot: NIL,
             len: 0,
-            spare: None,
+            spare: NIL,
             gives_back,
             allocated: 0,
         }
@@ -164,7 +259,11 @@ impl<T> Slots<T> {
     /// The index the next [`insert`](Slots::insert) uses.
     #[inline]
     pub(crate) fn vacant_key(&self) -> usize {
-        let c = self.hot.unwrap_or(self.first_open);
+        let c = if self.hot == NIL {
+            self.first_open
+        } else {
+            self.hot as usize
+        };
         let offset = match self.chunks.get(c) {
             Some(chunk) if chunk.free != NIL => chunk.free as usize,
             Some(chunk) => chunk.slots.len(),
@@ -176,7 +275,11 @@ impl<T> Slots<T> {
     /// Stores `value` at [`vacant_key`](Slots::vacant_key) and returns it.
     #[inline]
     pub(crate) fn insert(&mut self, value: T) -> usize {
-        let c = self.hot.take().unwrap_or(self.first_open);
+        let c = if self.hot == NIL {
+            self.first_open
+        } else {
+            std::mem::replace(&mut self.hot, NIL) as usize
+        };
         if c == self.chunks.len() {
             self.push_chunk();
         }
@@ -213,9 +316,6 @@ impl<T> Slots<T> {
             if c == self.first_open {
                 self.first_open = self.next_open(c + 1);
             }
-        }
-        if self.spare == Some(c) {
-            self.spare = None;
         }
         (c << CHUNK_SHIFT) | offset
     }
@@ -282,7 +382,7 @@ impl<T> Slots<T> {
         if c < self.first_open {
             self.first_open = c;
         }
-        self.hot = Some(c);
+        self.hot = c as u32;
         if live == 0 && c > 0 && self.gives_back && self.len > 0 {
             self.chunk_emptied(c);
         }
@@ -293,11 +393,11 @@ impl<T> Slots<T> {
     /// becomes the spare, and the old spare, if still empty, is freed.
     #[cold]
     fn chunk_emptied(&mut self, c: usize) {
-        if let Some(old) = self.spare.replace(c) {
-            if old != c && self.chunks[old].live == 0 {
-                self.allocated -= self.chunks[old].slots.capacity();
-                self.chunks[old] = Chunk::RELEASED;
-            }
+        let old = std::mem::replace(&mut self.spare, c as u32) as usize;
+        // The old spare may have taken entries since (it is then no spare).
+        if old != NIL as usize && old != c && self.chunks[old].live == 0 {
+            self.allocated -= self.chunks[old].slots.capacity();
+            self.chunks[old] = Chunk::RELEASED;
         }
     }
 
@@ -319,7 +419,7 @@ impl<T> Slots<T> {
     ///
     /// [`gives_back`]: Slots::new
     pub(crate) fn clear(&mut self) {
-        for chunk in &mut self.chunks {
+        for chunk in self.chunks.iter_mut() {
             chunk.slots.clear();
             chunk.free = NIL;
             chunk.live = 0;
@@ -330,8 +430,8 @@ impl<T> Slots<T> {
             *bits = if chunks >= 64 { !0 } else { (1 << chunks) - 1 };
         }
         self.first_open = 0;
-        self.hot = None;
-        self.spare = None;
+        self.hot = NIL;
+        self.spare = NIL;
         self.release_all();
     }
 
@@ -364,7 +464,7 @@ impl<T> Slots<T> {
     /// the directory after the last one with a live entry. Keys stay
     /// valid: nothing moves. O(capacity).
     pub(crate) fn shrink_to_fit(&mut self) {
-        for chunk in &mut self.chunks {
+        for chunk in self.chunks.iter_mut() {
             if chunk.live == 0 {
                 *chunk = Chunk::RELEASED;
                 continue;
@@ -385,14 +485,13 @@ impl<T> Slots<T> {
                 }
             }
         }
-        self.spare = None;
-        let keep = self
-            .chunks
-            .iter()
-            .rposition(|chunk| chunk.live > 0)
-            .map_or(0, |c| c + 1);
+        self.spare = NIL;
+        // Chunk 0 stays in the directory (released if empty).
+        let keep = (1..self.chunks.len())
+            .rev()
+            .find(|&c| self.chunks[c].live > 0)
+            .map_or(1, |c| c + 1);
         self.chunks.truncate(keep);
-        self.chunks.shrink_to_fit();
         self.open.truncate(keep.div_ceil(64));
         self.open.shrink_to_fit();
         if let Some(last) = self.open.last_mut() {
@@ -401,7 +500,7 @@ impl<T> Slots<T> {
             }
         }
         self.first_open = self.next_open(0);
-        self.hot = None;
+        self.hot = NIL;
         self.recount();
     }
 
@@ -438,7 +537,7 @@ impl<T> Slots<T> {
             moved(&value, from, to);
             self.chunks[to >> CHUNK_SHIFT].slots[to & MASK] = Slot::Occupied(value);
         }
-        let keep = len.div_ceil(CHUNK);
+        let keep = len.div_ceil(CHUNK).max(1);
         self.chunks.truncate(keep);
         for (c, chunk) in self.chunks.iter_mut().enumerate() {
             chunk.slots.truncate((len - c * CHUNK).min(CHUNK));
@@ -446,18 +545,15 @@ impl<T> Slots<T> {
             chunk.free = NIL;
             chunk.live = chunk.slots.len() as u32;
         }
-        self.chunks.shrink_to_fit();
         self.open = vec![0; keep.div_ceil(64)];
-        if let Some(last) = self.chunks.last() {
-            if (last.live as usize) < CHUNK {
-                let c = keep - 1;
-                self.open[c / 64] |= 1 << (c % 64);
-            }
+        if (self.chunks.last().live as usize) < CHUNK {
+            let c = keep - 1;
+            self.open[c / 64] |= 1 << (c % 64);
         }
         self.open.shrink_to_fit();
-        self.spare = None;
+        self.spare = NIL;
         self.first_open = self.next_open(0);
-        self.hot = None;
+        self.hot = NIL;
         self.recount();
     }
 
@@ -523,7 +619,8 @@ impl<T> Slots<T> {
         }
         assert!(self.first_open == self.chunks.len() || self.first_open < self.chunks.len());
         assert_eq!(len, self.len);
-        if let Some(c) = self.hot {
+        if self.hot != NIL {
+            let c = self.hot as usize;
             assert_ne!(self.chunks[c].free, NIL, "hot chunk {c} has no free slot");
         }
         let allocated: usize = self.chunks.iter().map(|c| c.slots.capacity()).sum();
