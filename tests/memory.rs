@@ -144,3 +144,17 @@ async fn with_sleeps_still_live_the_wheel_holds_only_chunks_in_use() {
         "{stats:?}"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_small_wheel_stays_small_and_a_second_chunk_comes_whole() {
+    let _guard = common::guard();
+    let timer = Timer::builder().build().unwrap();
+    // The first chunk grows like a `Vec`: 4, then 8 slots.
+    let mut sleeps: Vec<Sleep> = (0..5).map(|i| timer.sleep(delay(i))).collect();
+    register(&mut sleeps);
+    assert_eq!(timer.stats().allocated_entries, 8);
+    // Past 1024 entries, the second chunk is allocated at once, whole.
+    let mut more: Vec<Sleep> = (5..1_100).map(|i| timer.sleep(delay(i))).collect();
+    register(&mut more);
+    assert_eq!(timer.stats().allocated_entries, 2 * 1_024);
+}

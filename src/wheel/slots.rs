@@ -46,7 +46,7 @@
 //! or removal keeps the chunk's count. Chunk 0's header is inline
 //! (`Directory`), so a small wheel touches no line a `slab::Slab` would
 //! not; on a large one, bulk cancels and random replacements cost 10-20%
-//! more than with `slab::Slab` (`benches/README.md`, "The slab").
+//! more than with `slab::Slab` (`benches/README.md`, "The chunked slab").
 
 use std::ops::{Index, IndexMut};
 
