@@ -168,3 +168,18 @@ fn a_slot_of_the_drivers_entry_is_40_bytes() {
         }
     );
 }
+
+#[test]
+fn chunk_0_is_kept_while_other_chunks_have_entries() {
+    let mut slots = filled(3 * CHUNK);
+    let full = slots.capacity();
+    // Oldest first: chunk 0 empties, then chunk 1. Chunk 0 is never the
+    // spare, so chunk 1's emptying frees nothing, and chunk 1 is kept as
+    // the spare.
+    for i in 0..2 * CHUNK {
+        slots.remove(i);
+    }
+    assert_eq!(slots.capacity(), full);
+    assert_eq!(slots.chunks[0].slots.capacity(), CHUNK);
+    slots.assert_invariants();
+}
