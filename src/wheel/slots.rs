@@ -27,10 +27,10 @@
 //! previous spare, if still empty, is freed. One empty chunk is kept so
 //! that a timer started and cancelled in a loop at a chunk's edge does not
 //! allocate and free a chunk every time. When a wheel that grew past chunk
-//! 0 empties, everything goes (the spare and chunk 0: two frees); one that
-//! never did keeps chunk 0, at most `CHUNK` slots. A queue's wheel
-//! (`gives_back` false) keeps what it has until its owner calls
-//! [`Slots::shrink_to_fit`].
+//! 0 empties, everything goes (at most three chunks: the spare, the one
+//! just emptied and chunk 0); one that never did keeps chunk 0, at most
+//! `CHUNK` slots. A queue's wheel (`gives_back` false) keeps what it has
+//! until its owner calls [`Slots::shrink_to_fit`].
 //!
 //! # Cost per call
 //!
@@ -403,8 +403,8 @@ impl<T> Slots<T> {
 
     /// For an empty slab that gives memory back and grew past chunk 0:
     /// frees everything; whether it did. Every chunk above 0 is already
-    /// released but the spare, so this frees two chunks and drops the
-    /// directory (a header per chunk).
+    /// released but the spare and the one just emptied, so this frees at
+    /// most three chunks and drops the directory (a header per chunk).
     pub(crate) fn release_all(&mut self) -> bool {
         debug_assert_eq!(self.len, 0);
         if !self.gives_back || self.chunks.len() <= 1 {
@@ -436,24 +436,38 @@ impl<T> Slots<T> {
     }
 
     /// Makes room for `additional` more entries than are live, without
-    /// allocating on insert: allocates chunks (exactly, for chunk 0) from
-    /// the bottom up.
+    /// allocating on insert. Inserts fill the chunks with room from the
+    /// lowest up (the last freed slot is in one of them), so room is counted
+    /// from `first_open` up, each such chunk made whole (chunk 0 only as far
+    /// as needed), and new chunks added past the end.
+    ///
+    /// # Panics
+    ///
+    /// If more than `u32::MAX - 1` entries would be live.
     pub(crate) fn reserve(&mut self, additional: usize) {
-        let mut room = self.capacity() - self.len;
-        let mut c = 0;
+        assert!(
+            self.len
+                .checked_add(additional)
+                .is_some_and(|total| total < NIL as usize),
+            "a wheel holds at most u32::MAX - 1 entries"
+        );
+        let mut room = 0;
+        let mut c = self.first_open;
         while room < additional {
             if c == self.chunks.len() {
                 self.push_chunk();
             }
-            let slots = &mut self.chunks[c].slots;
-            let want = if c == 0 {
-                (slots.capacity() + additional - room).min(CHUNK)
-            } else {
-                CHUNK
-            };
-            if want > slots.capacity() {
-                room += want - slots.capacity();
-                slots.reserve_exact(want - slots.len());
+            let chunk = &mut self.chunks[c];
+            let live = chunk.live as usize;
+            if live < CHUNK {
+                let want = match c {
+                    0 => (live + additional - room).min(CHUNK),
+                    _ => CHUNK,
+                };
+                if want > chunk.slots.capacity() {
+                    chunk.slots.reserve_exact(want - chunk.slots.len());
+                }
+                room += chunk.slots.capacity() - live;
             }
             c += 1;
         }

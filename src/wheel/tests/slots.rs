@@ -183,3 +183,39 @@ fn chunk_0_is_kept_while_other_chunks_have_entries() {
     assert_eq!(slots.chunks[0].slots.capacity(), CHUNK);
     slots.assert_invariants();
 }
+
+#[test]
+fn reserve_counts_only_the_room_inserts_will_use() {
+    // Found by review: after `shrink_to_fit` released chunk 0, free slots
+    // higher up counted as room, and the next insert (into chunk 0)
+    // allocated after `reserve` had said there was room.
+    let mut slots: Slots<usize> = Slots::new(false);
+    for i in 0..2 * CHUNK {
+        slots.insert(i);
+    }
+    for i in (0..CHUNK).chain([CHUNK + 1]) {
+        slots.remove(i);
+    }
+    slots.shrink_to_fit();
+    slots.assert_invariants();
+    // One slot is free in chunk 1, but the next insert goes to chunk 0.
+    slots.reserve(1);
+    let reserved = slots.capacity();
+    slots.insert(0);
+    assert_eq!(slots.capacity(), reserved, "the reserved insert allocated");
+    slots.reserve(CHUNK);
+    let reserved = slots.capacity();
+    for i in 0..CHUNK {
+        slots.insert(i);
+        assert_eq!(slots.capacity(), reserved, "insert {i} allocated");
+    }
+    slots.assert_invariants();
+}
+
+#[test]
+#[should_panic(expected = "at most u32::MAX - 1 entries")]
+fn reserving_more_than_a_wheel_can_hold_panics_at_once() {
+    let mut slots: Slots<usize> = Slots::new(false);
+    slots.insert(0);
+    slots.reserve(usize::MAX);
+}
