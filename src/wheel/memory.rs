@@ -1,6 +1,6 @@
 //! Giving memory back without a call that pays for the whole wheel.
 //!
-//! The slab (`slots.rs`) keeps entries in chunks of 1024 slots,
+//! The slab (`slots/`) keeps entries in chunks of 1024 slots,
 //! each its own allocation with its own free list, and inserts into the
 //! lowest chunk with room. So:
 //!

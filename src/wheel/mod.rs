@@ -6,7 +6,7 @@
 //!
 //! # Who owns what
 //!
-//! Every entry lives in the slab (`slots.rs`). Slots and the due list hold only keys
+//! Every entry lives in the slab (`slots/`). Slots and the due list hold only keys
 //! (a head and a tail per list, `prev`/`next` in the entries). `pop_expired`
 //! leaves an expired entry in the slab, [`Place::Unlinked`], until its owner
 //! removes it: a `DelayQueue` keeps it so that the key stays valid until the

@@ -1,4 +1,4 @@
-//! The chunked slab (`slots.rs`): finding room, freeing chunks, a queue's
+//! The chunked slab (`slots/`): finding room, freeing chunks, a queue's
 //! reserve, shrink and compact.
 
 use super::*;
