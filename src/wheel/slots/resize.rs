@@ -52,8 +52,9 @@ impl<T> Slots<T> {
             let chunk = &mut self.chunks[c];
             let live = chunk.live as usize;
             if live < CHUNK {
+                // Chunk 0 comes first if at all, with nothing counted yet.
                 let want = match c {
-                    0 => (live + additional - room).min(CHUNK),
+                    0 => (live + additional).min(CHUNK),
                     _ => CHUNK,
                 };
                 if want > chunk.slots.capacity() {

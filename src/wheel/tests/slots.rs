@@ -219,3 +219,31 @@ fn reserving_more_than_a_wheel_can_hold_panics_at_once() {
     slots.insert(0);
     slots.reserve(usize::MAX);
 }
+
+#[test]
+fn reserve_is_exact_within_chunk_0_and_whole_chunks_beyond() {
+    let mut small: Slots<usize> = Slots::new(false);
+    small.reserve(3);
+    assert_eq!(small.capacity(), 3);
+    let mut large: Slots<usize> = Slots::new(false);
+    large.reserve(CHUNK + 1);
+    assert_eq!(large.capacity(), 2 * CHUNK);
+    large.assert_invariants();
+}
+
+#[test]
+fn clearing_a_queues_slab_of_more_than_64_chunks_keeps_them_all_open() {
+    let mut slots: Slots<usize> = Slots::new(false);
+    let n = 65 * CHUNK + 1;
+    for i in 0..n {
+        slots.insert(i);
+    }
+    let held = slots.capacity();
+    slots.clear();
+    slots.assert_invariants();
+    for i in 0..n {
+        assert_eq!(slots.insert(i), i);
+    }
+    assert_eq!(slots.capacity(), held);
+    slots.assert_invariants();
+}
