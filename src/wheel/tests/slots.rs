@@ -229,6 +229,16 @@ fn reserve_is_exact_within_chunk_0_and_whole_chunks_beyond() {
     large.reserve(CHUNK + 1);
     assert_eq!(large.capacity(), 2 * CHUNK);
     large.assert_invariants();
+    // Room is what a chunk has beyond its live entries.
+    let mut used: Slots<usize> = Slots::new(false);
+    used.insert(0);
+    used.insert(1);
+    used.reserve(CHUNK);
+    let reserved = used.capacity();
+    for i in 0..CHUNK {
+        used.insert(i);
+        assert_eq!(used.capacity(), reserved, "insert {i} allocated");
+    }
 }
 
 #[test]
