@@ -257,3 +257,20 @@ fn clearing_a_queues_slab_of_more_than_64_chunks_keeps_them_all_open() {
     assert_eq!(slots.capacity(), held);
     slots.assert_invariants();
 }
+
+#[test]
+fn shrink_to_fit_cuts_the_directory_and_keeps_a_full_words_bits() {
+    let mut slots: Slots<usize> = Slots::new(false);
+    for i in 0..66 * CHUNK {
+        slots.insert(i);
+    }
+    // Chunks 64 and 65 empty; chunk 63 keeps three entries and a hole.
+    for i in 64 * CHUNK..66 * CHUNK {
+        slots.remove(i);
+    }
+    slots.remove(63 * CHUNK);
+    slots.shrink_to_fit();
+    assert_eq!(slots.chunks.len(), 64);
+    slots.assert_invariants();
+    assert_eq!(slots.insert(7), 63 * CHUNK);
+}
