@@ -175,14 +175,21 @@ impl<T> Slots<T> {
         }
     }
 
-    /// The index the next [`insert`](Slots::insert) uses.
+    /// The chunk the next insert goes to: the last removal's while its slot
+    /// is free, else the lowest with room.
     #[inline]
-    pub(crate) fn vacant_key(&self) -> usize {
-        let c = if self.hot == NIL {
+    fn next_chunk(&self) -> usize {
+        if self.hot == NIL {
             self.first_open
         } else {
             self.hot as usize
-        };
+        }
+    }
+
+    /// The index the next [`insert`](Slots::insert) uses.
+    #[inline]
+    pub(crate) fn vacant_key(&self) -> usize {
+        let c = self.next_chunk();
         let offset = match self.chunks.get(c) {
             Some(chunk) if chunk.free != NIL => chunk.free as usize,
             Some(chunk) => chunk.slots.len(),
@@ -194,11 +201,8 @@ impl<T> Slots<T> {
     /// Stores `value` at [`vacant_key`](Slots::vacant_key) and returns it.
     #[inline]
     pub(crate) fn insert(&mut self, value: T) -> usize {
-        let c = if self.hot == NIL {
-            self.first_open
-        } else {
-            std::mem::replace(&mut self.hot, NIL) as usize
-        };
+        let c = self.next_chunk();
+        self.hot = NIL;
         if c == self.chunks.len() {
             self.push_chunk();
         }
