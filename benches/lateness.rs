@@ -1,6 +1,8 @@
 //! `cargo bench --bench lateness --features precise`: how late timers fire,
 //! in real time, on `tokio::time`, the wheel's default timer, and a precise
-//! wheel timer (`Builder::precise`, 50 µs tick).
+//! wheel timer (`Builder::precise`, 50 µs tick) with its default slack
+//! (100 µs) and with none (`slack(Duration::ZERO)`: a wake-up for every
+//! tick with a timer due).
 //!
 //! Each run spawns N tasks (20,000; `quick`: 5,000), each sleeping a
 //! duration drawn uniformly from 1 to 50 ms (the same durations for every
@@ -42,9 +44,15 @@ enum Column {
     Tokio,
     Wheel,
     Precise,
+    NoSlack,
 }
 
-const COLUMNS: [Column; 3] = [Column::Tokio, Column::Wheel, Column::Precise];
+const COLUMNS: [Column; 4] = [
+    Column::Tokio,
+    Column::Wheel,
+    Column::Precise,
+    Column::NoSlack,
+];
 
 impl Column {
     fn name(self) -> &'static str {
@@ -52,6 +60,7 @@ impl Column {
             Column::Tokio => "tokio",
             Column::Wheel => "wheel",
             Column::Precise => "precise",
+            Column::NoSlack => "precise, no slack",
         }
     }
 }
@@ -97,12 +106,14 @@ fn run(column: Column, workers: usize, durations: &[Duration]) -> Run {
     let durations = durations.to_vec();
     let n = durations.len();
     let (slept, cpu_ns) = rt.block_on(async move {
-        let precise = (column == Column::Precise).then(|| {
-            wheel::Timer::builder()
-                .tick(PRECISE_TICK)
-                .precise()
-                .build()
-                .expect("a precise timer (Linux, IO driver on)")
+        let precise = matches!(column, Column::Precise | Column::NoSlack).then(|| {
+            let builder = wheel::Timer::builder().tick(PRECISE_TICK).precise();
+            match column {
+                Column::NoSlack => builder.slack(Duration::ZERO),
+                _ => builder,
+            }
+            .build()
+            .expect("a precise timer (Linux, IO driver on)")
         });
         // The default timer exists before the clock starts, as a server's
         // does.
@@ -117,7 +128,9 @@ fn run(column: Column, workers: usize, durations: &[Duration]) -> Run {
                     let deadline = start + wait;
                     match (column, &precise) {
                         (Column::Tokio, _) => tokio::time::sleep_until(deadline).await,
-                        (Column::Precise, Some(timer)) => timer.sleep_until(deadline).await,
+                        (Column::Precise | Column::NoSlack, Some(timer)) => {
+                            timer.sleep_until(deadline).await
+                        }
                         _ => wheel::sleep_until(deadline).await,
                     }
                     let woke = Instant::now();
@@ -185,14 +198,15 @@ fn main() {
     println!("- machine: {}", support::machine());
     println!(
         "- size: {} ({n} sleeps of 1-50 ms, uniform, fixed seed, each in a task); {runs} runs a \
-         column, columns alternating, medians; `precise`: a {} µs-tick `Builder::precise()` timer",
+         column, columns alternating, medians; `precise`: a {} µs-tick `Builder::precise()` timer, \
+         default slack (100 µs) and `slack(Duration::ZERO)`",
         size.name,
         PRECISE_TICK.as_micros()
     );
     println!("- runtimes: `enable_all`, as `#[tokio::main]` builds them");
     println!();
-    println!("| runtime | measure | tokio | wheel | precise |");
-    println!("|---|---|--:|--:|--:|");
+    println!("| runtime | measure | tokio | wheel | precise | precise, no slack |");
+    println!("|---|---|--:|--:|--:|--:|");
     for (flavour, workers) in [("current_thread", 0), ("2 workers", 2)] {
         let mut results: Vec<Vec<Run>> = COLUMNS.iter().map(|_| Vec::new()).collect();
         for round in 0..runs {

@@ -46,7 +46,12 @@ pub struct Builder {
     clock: ClockSource,
     /// `Builder::precise`.
     precise: bool,
+    /// `Builder::slack`; `None`: [`DEFAULT_SLACK`].
+    slack: Option<Duration>,
 }
+
+/// A precise timer's slack unless [`Builder::slack`] says otherwise.
+const DEFAULT_SLACK: Duration = Duration::from_micros(100);
 
 #[derive(Debug, Clone)]
 enum ClockSource {
@@ -64,6 +69,7 @@ impl Builder {
             shards: None,
             clock: ClockSource::Runtime(None),
             precise: false,
+            slack: None,
         }
     }
 
@@ -260,7 +266,8 @@ impl Builder {
     /// (`CLOCK_MONOTONIC`, an absolute deadline) registered with the runtime's
     /// IO driver, whose wait in `epoll_wait` it ends at once. Pair it with a
     /// fine [`tick`](Builder::tick): `tick(Duration::from_micros(50))` makes
-    /// timers late by tens of microseconds where the default timer is late by
+    /// timers late by about a tenth of a millisecond (tens of microseconds
+    /// with no [`slack`](Builder::slack)) where the default timer is late by
     /// up to a millisecond or more.
     ///
     /// Never early: the driver reads the clock again when the `timerfd`
@@ -275,13 +282,11 @@ impl Builder {
     /// too, and a `read` each time the `timerfd` fires. With nothing due,
     /// no wake-ups (on a current-thread runtime, after the last timer
     /// fires, its tokio alarm calls once more, up to a millisecond later).
-    /// With timers due at every tick, the thread wakes at every tick, and
-    /// each wake-up makes the kernel program a hardware timer, which a
-    /// virtual machine makes dear (about 10 µs where the benches ran):
-    /// there a precise timer cost about 2 to 5 times the CPU per fired
-    /// timer of the default one, and 20,000 timers due within 50 ms kept a
-    /// current-thread runtime's one thread busy (`benches/README.md`, the
-    /// lateness bench).
+    /// With timers due, a wake-up per [`slack`](Builder::slack) (default
+    /// 100 µs), each a trip through the kernel's scheduler: with 5,000
+    /// timers due within 50 ms, about twice tokio's CPU per fired timer
+    /// (four times with no slack), and 1.3 times with 20,000, on the
+    /// VM the benches ran on (`benches/README.md`, the lateness bench).
     ///
     /// Needs the feature, Linux, a runtime timer (not
     /// [`manual`](Builder::manual)), and a runtime with its IO driver
@@ -315,6 +320,55 @@ impl Builder {
     /// ```
     pub fn precise(mut self) -> Builder {
         self.precise = true;
+        self
+    }
+
+    /// How much later than its tick a [`precise`](Builder::precise) timer
+    /// may fire, so that timers close together share a wake-up.
+    ///
+    /// Default 100 µs; zero wakes for every tick with a timer due. Never
+    /// early either way.
+    ///
+    /// After a pass, a shard's `timerfd` is armed no sooner than the next
+    /// multiple of `slack` (in whole ticks, plus one) counted from the
+    /// timer's start: a timer due sooner waits for it and fires with
+    /// whatever else has come due, at most `slack` after its tick. The
+    /// shards of a timer share those multiples, so their wake-ups coincide.
+    /// A lone timer, due after that multiple, fires at its own tick.
+    ///
+    /// Why: each wake-up costs the thread a trip through the kernel's
+    /// scheduler whatever it does (22-29 µs of CPU on the 2-core VM the
+    /// benches ran on, with no runtime at all), so with timers due at every
+    /// tick of a fine grid, the wake-ups, not the timers, set the CPU. With
+    /// 5,000 sleeps due within 50 ms, the default slack cut the CPU per
+    /// fired timer about in half, for about 60 µs more at the median
+    /// (`benches/README.md`, the lateness bench).
+    ///
+    /// Only a precise timer's `timerfd` is spaced out. The default timer
+    /// wakes on tokio's millisecond grid, which coalesces already, and
+    /// ignores `slack`; so does the tokio alarm a precise timer keeps on a
+    /// current-thread runtime (for a paused clock), so there a slack beyond
+    /// a millisecond saves nothing more.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main]
+    /// # async fn main() {
+    /// // A pacer that wants every tick it can get, whatever the CPU.
+    /// let builder = wheel::Timer::builder()
+    ///     .tick(Duration::from_micros(50))
+    ///     .precise()
+    ///     .slack(Duration::ZERO);
+    /// # if let Ok(pacer) = builder.build() {
+    /// # pacer.sleep(Duration::from_micros(200)).await;
+    /// # }
+    /// # }
+    /// ```
+    pub fn slack(mut self, slack: Duration) -> Builder {
+        self.slack = Some(slack);
         self
     }
 
@@ -427,8 +481,15 @@ impl Builder {
         .map_or(Clock::new(now, self.tick), |origin| {
             Clock::new(origin, self.tick).on_tokio_grid()
         });
+        // After a pass in tick `t` (anywhere in it), a precise alarm goes
+        // off no sooner than tick `t + spacing` begins: more than
+        // `(spacing - 1) * tick` later, and a timer due at tick `d` (whose
+        // last pass ran in tick `d - 1` at the latest) fires at most that
+        // much after tick `d`. `spacing - 1` is the slack in whole ticks.
+        let whole_ticks = self.slack.unwrap_or(DEFAULT_SLACK).as_nanos() / self.tick.as_nanos();
+        let spacing = u64::try_from(whole_ticks).map_or(u64::MAX, |whole| whole.saturating_add(1));
         let driver = Arc::new(driver(
-            precise,
+            precise.then_some(spacing),
             &handle,
             geometry(shards, clock),
             default_for,
@@ -446,16 +507,16 @@ impl Builder {
 /// The driver, made inside `handle`'s context: a precise one if asked for
 /// (see [`Builder::precise`]).
 fn driver(
-    precise: bool,
+    precise: Option<u64>,
     handle: &Handle,
     geometry: Geometry,
     default_for: Option<tokio::runtime::Id>,
 ) -> Result<Driver, BuildError> {
     #[cfg(all(feature = "precise", target_os = "linux"))]
-    if precise {
+    if let Some(spacing) = precise {
         // tokio panics when an fd is registered on a runtime whose IO
         // driver is off.
-        return match catch_quietly(|| Driver::new_precise(handle.clone(), geometry)) {
+        return match catch_quietly(|| Driver::new_precise(handle.clone(), geometry, spacing)) {
             Ok(made) => made,
             Err(_) => Err(BuildError::io_disabled()),
         };

@@ -275,3 +275,79 @@ fn arming_with_the_coop_budget_spent_does_not_deadlock() {
         .recv_timeout(Duration::from_secs(30))
         .expect("the task hung arming the timerfd with its budget spent");
 }
+
+/// Slack: 100 sleeps due 100 µs apart share the wake-ups of a 50 ms slack.
+/// After the pass that fires the first, the timerfd is armed no sooner than
+/// the next multiple of the slack (in ticks), which every later one is
+/// due by: a handful of passes, where one a deadline would make about 100.
+/// A current-thread runtime's tokio alarm (kept for a paused clock) still
+/// calls on tokio's millisecond grid: up to one more pass for each of the
+/// 10 ms the deadlines span. None early, none later than the slack allows
+/// (plus a generous bound).
+#[test]
+fn timers_within_the_slack_of_a_pass_share_its_next_wake_up() {
+    let _guard = common::guard();
+    let slack = Duration::from_millis(50);
+    for workers in [0, 2] {
+        let (passes, latest) = real_rt(workers).block_on(async {
+            let timer = Timer::builder()
+                .tick(Duration::from_micros(50))
+                .precise()
+                .slack(slack)
+                .build()
+                .unwrap();
+            let start = Instant::now();
+            let tasks: Vec<_> = (0..100u64)
+                .map(|i| {
+                    let deadline = start + ms(60) + Duration::from_micros(100 * i);
+                    let sleep = timer.sleep_until(deadline);
+                    tokio::spawn(async move {
+                        sleep.await;
+                        let woke = Instant::now();
+                        assert!(woke >= deadline, "woke {:?} early", deadline - woke);
+                        woke - deadline
+                    })
+                })
+                .collect();
+            let mut latest = Duration::ZERO;
+            for task in tasks {
+                let woke = tokio::time::timeout(Duration::from_secs(10), task)
+                    .await
+                    .expect("a sleep never woke");
+                latest = latest.max(woke.unwrap());
+            }
+            (timer.stats().passes, latest)
+        });
+        let bound = if workers == 0 { 20 } else { 8 };
+        assert!(passes <= bound, "{workers} workers: {passes} passes");
+        assert!(
+            latest < slack + Duration::from_secs(2),
+            "{workers} workers: {latest:?} late"
+        );
+    }
+}
+
+/// Slack delays only what comes due soon after a pass: a lone sleep long
+/// after the last one fires at its own tick, not a slack later.
+#[test]
+fn a_lone_timer_is_not_delayed_by_the_slack() {
+    let _guard = common::guard();
+    let slack = Duration::from_secs(1);
+    for workers in [0, 2] {
+        let late = real_rt(workers).block_on(async {
+            let timer = Timer::builder()
+                .tick(Duration::from_micros(50))
+                .precise()
+                .slack(slack)
+                .build()
+                .unwrap();
+            // Well past the first multiple of the slack after the timer's
+            // origin (tick 0 counts as its last pass).
+            tokio::time::sleep(Duration::from_millis(1100)).await;
+            let deadline = Instant::now() + ms(2);
+            timer.sleep_until(deadline).await;
+            Instant::now() - deadline
+        });
+        assert!(late < slack / 2, "{workers} workers: {late:?} late");
+    }
+}

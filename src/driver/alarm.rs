@@ -120,6 +120,24 @@ pub(crate) struct Precise {
     /// follows that clock.
     tokio: Option<TokioAlarm>,
     waker: Waker,
+    /// `Builder::slack` in whole ticks, plus one: see [`spaced`].
+    spacing: u64,
+}
+
+/// The tick to arm a precise alarm's fd for, to fire `tick` (due after
+/// tick `now`) when the shard's last pass ran in tick `passed`: no sooner
+/// than the first multiple of `spacing` after that pass, so that one
+/// wake-up fires what comes due meanwhile, and a timer's shards, sharing the
+/// multiples, go off together (one thread wake-up for all their fds). A
+/// lone timer, due after that multiple, is not delayed. A tick already due
+/// stays due: the pass goes round again at once, with no wake-up to save.
+#[cfg(any(test, all(feature = "precise", target_os = "linux")))]
+fn spaced(tick: u64, now: u64, passed: u64, spacing: u64) -> u64 {
+    if tick == NEVER || tick <= now {
+        return tick;
+    }
+    let next_multiple = (passed / spacing).saturating_add(1).saturating_mul(spacing);
+    tick.max(next_multiple.min(NEVER - 1))
 }
 
 /// A runtime shard's tokio timer.
@@ -154,12 +172,13 @@ impl Alarm {
     /// the runtime's context. `pausable`: the runtime's clock can be paused,
     /// so the tokio timer is kept as well.
     #[cfg(all(feature = "precise", target_os = "linux"))]
-    pub(crate) fn precise(fd: Timerfd, shard: Weak<Shard>, pausable: bool) -> Alarm {
+    pub(crate) fn precise(fd: Timerfd, shard: Weak<Shard>, pausable: bool, spacing: u64) -> Alarm {
         let tokio = pausable.then(|| TokioAlarm::new(shard.clone()));
         Alarm::Precise(Box::new(Precise {
             fd,
             tokio,
             waker: Waker::from(Arc::new(AlarmWaker(shard))),
+            spacing,
         }))
     }
 
@@ -178,21 +197,33 @@ impl Alarm {
         }
     }
 
-    /// Arms the alarm for `tick` (`NEVER`: nothing). `Ready` if that moment
-    /// has already come by the clock the alarm waits on, and the alarm will
-    /// not call: the caller runs a pass (a pass goes round again) or
+    /// Arms the alarm for `tick` (`NEVER`: nothing), the shard's last pass
+    /// having run in tick `passed`. `Ready` if that moment has already come
+    /// by the clock the alarm waits on, and the alarm will not call: the
+    /// caller runs a pass (a pass goes round again) or
     /// [`kick`](Alarm::kick)s one.
-    pub(crate) fn arm(&mut self, tick: u64, clock: &Clock, source: &Source) -> Poll<()> {
+    pub(crate) fn arm(
+        &mut self,
+        tick: u64,
+        passed: u64,
+        clock: &Clock,
+        source: &Source,
+    ) -> Poll<()> {
         #[cfg(not(all(feature = "precise", target_os = "linux")))]
-        let _ = source;
+        let _ = (source, passed);
         match self {
             Alarm::Tokio(alarm) => alarm.arm(tick, clock, source),
             #[cfg(all(feature = "precise", target_os = "linux"))]
             Alarm::Precise(precise) => {
                 let real = !source.is_pausable();
-                let fd = precise
-                    .fd
-                    .arm(tick, clock, source.now(), real, &precise.waker);
+                let now = source.now();
+                let fd = precise.fd.arm(
+                    spaced(tick, clock.now_tick(now), passed, precise.spacing),
+                    clock,
+                    now,
+                    real,
+                    &precise.waker,
+                );
                 let tokio = match &mut precise.tokio {
                     Some(alarm) => alarm.arm(tick, clock, source),
                     None => Poll::Pending,
@@ -339,5 +370,34 @@ impl Wake for AlarmWaker {
         if let Some(shard) = self.0.upgrade() {
             shard.pass();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{spaced, NEVER};
+
+    #[test]
+    fn a_tick_is_spaced_to_the_first_multiple_after_the_last_pass() {
+        // Spacing 3, the last pass in tick 10: the next multiple is 12.
+        assert_eq!(spaced(11, 10, 10, 3), 12);
+        assert_eq!(spaced(12, 10, 10, 3), 12);
+        // A pass on a multiple waits for the next one.
+        assert_eq!(spaced(13, 12, 12, 3), 15);
+        // Beyond the multiple, a lone tick is its own.
+        assert_eq!(spaced(14, 10, 10, 3), 14);
+        // The clock may be past the last pass (a registration's arming).
+        assert_eq!(spaced(101, 100, 10, 3), 101);
+        // Spacing 1 (no slack) changes nothing.
+        assert_eq!(spaced(11, 10, 10, 1), 11);
+    }
+
+    #[test]
+    fn a_due_tick_and_never_are_left_alone_and_nothing_overflows() {
+        assert_eq!(spaced(10, 10, 9, 3), 10);
+        assert_eq!(spaced(5, 10, 9, 3), 5);
+        assert_eq!(spaced(NEVER, 10, 9, 3), NEVER);
+        assert_eq!(spaced(11, 10, 10, u64::MAX), NEVER - 1);
+        assert_eq!(spaced(NEVER - 1, NEVER - 2, NEVER - 2, 7), NEVER - 1);
     }
 }

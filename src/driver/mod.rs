@@ -192,6 +192,7 @@ impl Driver {
     pub(crate) fn new_precise(
         handle: tokio::runtime::Handle,
         geometry: Geometry,
+        spacing: u64,
     ) -> Result<Driver, crate::error::BuildError> {
         let pausable = Source::runtime(handle.clone()).is_pausable();
         let shards = (0..geometry.shards)
@@ -199,7 +200,7 @@ impl Driver {
                 let fd = timerfd::Timerfd::new()?;
                 Ok(Arc::new_cyclic(|shard| {
                     let source = Source::runtime(handle.clone());
-                    let alarm = Alarm::precise(fd, shard.clone(), pausable);
+                    let alarm = Alarm::precise(fd, shard.clone(), pausable, spacing);
                     Shard::new(&geometry, source, alarm)
                 }))
             })

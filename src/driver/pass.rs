@@ -59,7 +59,12 @@ impl Shard {
             inner.wake_at = next;
             if inner
                 .alarm
-                .arm(next, &self.clock, &self.source)
+                .arm(
+                    next,
+                    self.published.load(Ordering::Relaxed),
+                    &self.clock,
+                    &self.source,
+                )
                 .is_pending()
             {
                 break;

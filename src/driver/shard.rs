@@ -477,7 +477,7 @@ impl Shard {
         }
         if self.untidy(&inner) {
             inner.wake_at = NEVER;
-            let _ = inner.alarm.arm(NEVER, &self.clock, &self.source);
+            let _ = inner.alarm.arm(NEVER, 0, &self.clock, &self.source);
         }
         match &inner.sentinel {
             Some(held) if held.will_wake(waker) => {}
@@ -524,7 +524,12 @@ impl Inner {
     /// clock moved on after the caller read it), a pass is `kick`ed instead.
     fn pull_in(&mut self, tick: u64, shard: &Arc<Shard>) {
         self.wake_at = tick;
-        if self.alarm.arm(tick, &shard.clock, &shard.source).is_ready() {
+        let passed = shard.published.load(Ordering::Relaxed);
+        if self
+            .alarm
+            .arm(tick, passed, &shard.clock, &shard.source)
+            .is_ready()
+        {
             self.alarm.kick(shard, &shard.source);
         }
     }
