@@ -77,24 +77,14 @@ thread_local! {
 /// The calling thread's shard of the current runtime's default timer,
 /// creating the timer on first use.
 pub(crate) fn default_shard() -> Result<Arc<Shard>, BuildError> {
-    default_binding().map(|(shard, _)| shard)
+    lookup().map(|(shard, _)| shard)
 }
 
 /// [`default_shard`], and the time on that timer's clock, read as a sleep
 /// made now reads its deadline's start.
 #[inline]
 pub(crate) fn default_binding() -> Result<(Arc<Shard>, Instant), BuildError> {
-    // Whom this thread trusts first: on a current-thread runtime, no one,
-    // and the task's id need not be read.
-    let trusted = TRUSTED
-        .try_with(Cell::get)
-        .ok()
-        .flatten()
-        .is_some_and(|trusted| tokio::task::try_id() == Some(trusted));
-    let (shard, asked) = match trusted.then(|| with_cache(Cached::shard)).flatten() {
-        Some(shard) => (shard, false),
-        None => (ask_tokio()?, true),
-    };
+    let (shard, asked) = lookup()?;
     let now = if shard.source.is_manual() {
         // A test clock's (a `TestRuntime`'s).
         shard.now()
@@ -107,6 +97,24 @@ pub(crate) fn default_binding() -> Result<(Arc<Shard>, Instant), BuildError> {
         Instant::from_std(std::time::Instant::now())
     };
     Ok((shard, now))
+}
+
+/// [`default_shard`], and whether tokio was asked which runtime is current
+/// (so that its clock is the one `Instant::now` reads). No clock is read:
+/// a sleep until a deadline needs none.
+#[inline]
+fn lookup() -> Result<(Arc<Shard>, bool), BuildError> {
+    // Whom this thread trusts first: on a current-thread runtime, no one,
+    // and the task's id need not be read.
+    let trusted = TRUSTED
+        .try_with(Cell::get)
+        .ok()
+        .flatten()
+        .is_some_and(|trusted| tokio::task::try_id() == Some(trusted));
+    Ok(match trusted.then(|| with_cache(Cached::shard)).flatten() {
+        Some(shard) => (shard, false),
+        None => (ask_tokio()?, true),
+    })
 }
 
 /// [`default_shard`] for a lookup the cache may not answer: asks tokio
