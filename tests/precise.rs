@@ -17,6 +17,11 @@ fn precise(tick: Duration) -> Timer {
     Timer::builder().tick(tick).precise().build().unwrap()
 }
 
+fn precise_with_slack(slack: Duration) -> Timer {
+    let builder = Timer::builder().tick(Duration::from_micros(50)).precise();
+    builder.slack(slack).build().unwrap()
+}
+
 fn real_rt(workers: usize) -> Runtime {
     if workers == 0 {
         tokio::runtime::Builder::new_current_thread()
@@ -30,6 +35,33 @@ fn real_rt(workers: usize) -> Runtime {
             .build()
             .unwrap()
     }
+}
+
+/// Sleeps on `timer` until each of `deadlines`, each in a task (made, and
+/// so registered, before any is awaited); asserts that none woke early and
+/// returns the latest any woke. A guard on tokio's own timer makes a
+/// timerfd that never fires fail the test instead of hanging it.
+async fn latest_of(timer: &Timer, deadlines: Vec<Instant>) -> Duration {
+    let tasks: Vec<_> = deadlines
+        .into_iter()
+        .map(|deadline| {
+            let sleep = timer.sleep_until(deadline);
+            tokio::spawn(async move {
+                sleep.await;
+                let woke = Instant::now();
+                assert!(woke >= deadline, "woke {:?} early", deadline - woke);
+                woke - deadline
+            })
+        })
+        .collect();
+    let mut latest = Duration::ZERO;
+    for task in tasks {
+        let woke = tokio::time::timeout(Duration::from_secs(10), task)
+            .await
+            .expect("a sleep never woke");
+        latest = latest.max(woke.unwrap());
+    }
+    latest
 }
 
 /// A paused clock moves only when tokio moves it; the precise timer keeps
@@ -142,29 +174,10 @@ fn real_time_sleeps_are_never_early() {
         let late = real_rt(workers).block_on(async {
             let timer = precise(Duration::from_micros(50));
             let mut seed = 0x9e37_79b9_u64;
-            let tasks: Vec<_> = (0..300)
-                .map(|_| {
-                    let wait = Duration::from_micros(100 + splitmix(&mut seed) % 19_900);
-                    let timer = timer.clone();
-                    tokio::spawn(async move {
-                        let deadline = Instant::now() + wait;
-                        timer.sleep_until(deadline).await;
-                        let woke = Instant::now();
-                        assert!(woke >= deadline, "woke {:?} early", deadline - woke);
-                        woke - deadline
-                    })
-                })
+            let deadlines: Vec<_> = (0..300)
+                .map(|_| Instant::now() + Duration::from_micros(100 + splitmix(&mut seed) % 19_900))
                 .collect();
-            let mut latest = Duration::ZERO;
-            for task in tasks {
-                // A guard on tokio's own timer: a timerfd that never fires
-                // fails the test instead of hanging it.
-                let woke = tokio::time::timeout(Duration::from_secs(10), task)
-                    .await
-                    .expect("a sleep never woke");
-                latest = latest.max(woke.unwrap());
-            }
-            latest
+            latest_of(&timer, deadlines).await
         });
         assert!(
             late < Duration::from_secs(2),
@@ -290,32 +303,12 @@ fn timers_within_the_slack_of_a_pass_share_its_next_wake_up() {
     let slack = Duration::from_millis(50);
     for workers in [0, 2] {
         let (passes, latest) = real_rt(workers).block_on(async {
-            let timer = Timer::builder()
-                .tick(Duration::from_micros(50))
-                .precise()
-                .slack(slack)
-                .build()
-                .unwrap();
+            let timer = precise_with_slack(slack);
             let start = Instant::now();
-            let tasks: Vec<_> = (0..100u64)
-                .map(|i| {
-                    let deadline = start + ms(60) + Duration::from_micros(100 * i);
-                    let sleep = timer.sleep_until(deadline);
-                    tokio::spawn(async move {
-                        sleep.await;
-                        let woke = Instant::now();
-                        assert!(woke >= deadline, "woke {:?} early", deadline - woke);
-                        woke - deadline
-                    })
-                })
+            let deadlines = (0..100u64)
+                .map(|i| start + ms(60) + Duration::from_micros(100 * i))
                 .collect();
-            let mut latest = Duration::ZERO;
-            for task in tasks {
-                let woke = tokio::time::timeout(Duration::from_secs(10), task)
-                    .await
-                    .expect("a sleep never woke");
-                latest = latest.max(woke.unwrap());
-            }
+            let latest = latest_of(&timer, deadlines).await;
             (timer.stats().passes, latest)
         });
         let bound = if workers == 0 { 20 } else { 8 };
@@ -335,12 +328,7 @@ fn a_lone_timer_is_not_delayed_by_the_slack() {
     let slack = Duration::from_secs(1);
     for workers in [0, 2] {
         let late = real_rt(workers).block_on(async {
-            let timer = Timer::builder()
-                .tick(Duration::from_micros(50))
-                .precise()
-                .slack(slack)
-                .build()
-                .unwrap();
+            let timer = precise_with_slack(slack);
             // Well past the first multiple of the slack after the timer's
             // origin (tick 0 counts as its last pass).
             tokio::time::sleep(Duration::from_millis(1100)).await;
