@@ -53,6 +53,12 @@ pub struct Builder {
 /// A precise timer's slack unless [`Builder::slack`] says otherwise.
 const DEFAULT_SLACK: Duration = Duration::from_micros(100);
 
+/// The most slack [`Builder::slack`] takes: beyond it, a multiple of the
+/// spacing could lie past what an `Instant` holds, and a multi-thread
+/// runtime's precise timer, whose only alarm is the `timerfd`, would never
+/// fire.
+const MAX_SLACK: Duration = Duration::from_secs(1);
+
 #[derive(Debug, Clone)]
 enum ClockSource {
     /// The current runtime's clock, or this runtime's.
@@ -282,8 +288,8 @@ impl Builder {
     /// too, and a `read` each time the `timerfd` fires. With nothing due,
     /// no wake-ups (on a current-thread runtime, after the last timer
     /// fires, its tokio alarm calls once more, up to a millisecond later).
-    /// With timers due, a wake-up per [`slack`](Builder::slack) (default
-    /// 100 µs), each a trip through the kernel's scheduler: with 5,000
+    /// With timers due, about a wake-up per [`slack`](Builder::slack)
+    /// (default 100 µs), each a trip through the kernel's scheduler: with 5,000
     /// timers due within 50 ms, about twice tokio's CPU per fired timer
     /// (four times with no slack), and 1.3 times with 20,000, on the
     /// VM the benches ran on (`benches/README.md`, the lateness bench).
@@ -326,23 +332,26 @@ impl Builder {
     /// How much later than its tick a [`precise`](Builder::precise) timer
     /// may fire, so that timers close together share a wake-up.
     ///
-    /// Default 100 µs; zero wakes for every tick with a timer due. Never
-    /// early either way.
+    /// Default 100 µs; zero wakes for every tick with a timer due; at most
+    /// one second (more is taken as one second). Never early either way.
     ///
     /// After a pass, a shard's `timerfd` is armed no sooner than the next
-    /// multiple of `slack` (in whole ticks, plus one) counted from the
-    /// timer's start: a timer due sooner waits for it and fires with
-    /// whatever else has come due, at most `slack` after its tick. The
-    /// shards of a timer share those multiples, so their wake-ups coincide.
-    /// A lone timer, due after that multiple, fires at its own tick.
+    /// point of a grid whose step is the slack rounded down to whole ticks,
+    /// plus one tick (150 µs for the default slack and a 50 µs tick),
+    /// counted from the timer's first tick: a timer due sooner waits for
+    /// that point and fires with whatever else has come due, at most
+    /// `slack` after its tick. The shards of a timer share the grid, so
+    /// their wake-ups coincide. A lone timer, due after that point (or
+    /// before the timer's first pass), fires at its own tick.
     ///
     /// Why: each wake-up costs the thread a trip through the kernel's
     /// scheduler whatever it does (22-29 µs of CPU on the 2-core VM the
     /// benches ran on, with no runtime at all), so with timers due at every
     /// tick of a fine grid, the wake-ups, not the timers, set the CPU. With
     /// 5,000 sleeps due within 50 ms, the default slack cut the CPU per
-    /// fired timer about in half, for about 60 µs more at the median
-    /// (`benches/README.md`, the lateness bench).
+    /// fired timer about in half, for 55 µs more at the median on one
+    /// thread and 31 µs on two workers (`benches/README.md`, the lateness
+    /// bench).
     ///
     /// Only a precise timer's `timerfd` is spaced out. The default timer
     /// wakes on tokio's millisecond grid, which coalesces already, and
@@ -481,13 +490,15 @@ impl Builder {
         .map_or(Clock::new(now, self.tick), |origin| {
             Clock::new(origin, self.tick).on_tokio_grid()
         });
-        // After a pass in tick `t` (anywhere in it), a precise alarm goes
-        // off no sooner than tick `t + spacing` begins: more than
-        // `(spacing - 1) * tick` later, and a timer due at tick `d` (whose
-        // last pass ran in tick `d - 1` at the latest) fires at most that
-        // much after tick `d`. `spacing - 1` is the slack in whole ticks.
-        let whole_ticks = self.slack.unwrap_or(DEFAULT_SLACK).as_nanos() / self.tick.as_nanos();
-        let spacing = u64::try_from(whole_ticks).map_or(u64::MAX, |whole| whole.saturating_add(1));
+        // After a pass in tick `t`, a precise alarm goes off no sooner than
+        // the first multiple of `spacing` after `t` (see `alarm::spaced`):
+        // a timer due at tick `d` (whose last pass ran in tick `d - 1` at
+        // the latest) fires by the first multiple from `d` on, at most
+        // `spacing - 1` ticks, the slack in whole ticks, after tick `d`.
+        let slack = self.slack.unwrap_or(DEFAULT_SLACK).min(MAX_SLACK);
+        let whole_ticks = slack.as_nanos() / self.tick.as_nanos();
+        // At most 10^9 + 1 (a second of nanosecond ticks).
+        let spacing = u64::try_from(whole_ticks).map_or(u64::MAX, |whole| whole + 1);
         let driver = Arc::new(driver(
             precise.then_some(spacing),
             &handle,

@@ -131,9 +131,11 @@ pub(crate) struct Precise {
 /// multiples, go off together (one thread wake-up for all their fds). A
 /// lone timer, due after that multiple, is not delayed. A tick already due
 /// stays due: the pass goes round again at once, with no wake-up to save.
+/// `passed` 0 is the timer's start, before any pass: nothing to space from
+/// (were a pass to run in tick 0, one wake-up is all that is lost).
 #[cfg(any(test, all(feature = "precise", target_os = "linux")))]
 fn spaced(tick: u64, now: u64, passed: u64, spacing: u64) -> u64 {
-    if tick == NEVER || tick <= now {
+    if tick == NEVER || tick <= now || passed == 0 {
         return tick;
     }
     let next_multiple = (passed / spacing).saturating_add(1).saturating_mul(spacing);
@@ -256,6 +258,15 @@ impl Alarm {
     #[cfg(all(test, feature = "precise", target_os = "linux"))]
     pub(crate) fn is_timerfd_armed(&self) -> bool {
         matches!(self, Alarm::Precise(precise) if precise.fd.is_armed())
+    }
+
+    /// A precise alarm's spacing (`Builder::slack` in whole ticks, plus one).
+    #[cfg(all(test, feature = "precise", target_os = "linux"))]
+    pub(crate) fn spacing(&self) -> Option<u64> {
+        match self {
+            Alarm::Precise(precise) => Some(precise.spacing),
+            _ => None,
+        }
     }
 
     /// A precise alarm that keeps a tokio timer beside its `timerfd`.
@@ -388,6 +399,8 @@ mod tests {
         assert_eq!(spaced(14, 10, 10, 3), 14);
         // The clock may be past the last pass (a registration's arming).
         assert_eq!(spaced(101, 100, 10, 3), 101);
+        // Before the first pass, nothing is spaced.
+        assert_eq!(spaced(2, 1, 0, 3), 2);
         // Spacing 1 (no slack) changes nothing.
         assert_eq!(spaced(11, 10, 10, 1), 11);
     }

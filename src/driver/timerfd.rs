@@ -327,6 +327,39 @@ mod tests {
         }
     }
 
+    /// The builder's slack, in whole ticks plus one: 100 µs (the default)
+    /// on a 50 µs tick spaces passes 3 ticks apart; a slack under a tick
+    /// spaces nothing; more than a second is a second.
+    #[test]
+    fn the_slack_becomes_whole_ticks_plus_one_at_most_a_second() {
+        let _watchdog = crate::driver::tests::watchdog();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let tick = Duration::from_micros(50);
+        let spacing = |slack: Option<Duration>| {
+            rt.block_on(async {
+                let builder = crate::Timer::builder().tick(tick).precise();
+                let builder = match slack {
+                    Some(slack) => builder.slack(slack),
+                    None => builder,
+                };
+                let timer = builder.build().unwrap();
+                let shard = &timer.driver().shards()[0];
+                let spacing = shard.lock().alarm.spacing();
+                spacing.unwrap()
+            })
+        };
+        assert_eq!(spacing(None), 3);
+        assert_eq!(spacing(Some(Duration::ZERO)), 1);
+        assert_eq!(spacing(Some(Duration::from_micros(49))), 1);
+        assert_eq!(spacing(Some(Duration::from_micros(50))), 2);
+        assert_eq!(spacing(Some(Duration::from_micros(149))), 3);
+        assert_eq!(spacing(Some(Duration::from_secs(1))), 20_001);
+        assert_eq!(spacing(Some(Duration::MAX)), 20_001);
+    }
+
     #[test]
     fn adding_a_wait_carries_the_nanoseconds_and_saturates() {
         let at = Timespec {
