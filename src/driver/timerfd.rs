@@ -243,16 +243,22 @@ fn outside_budget<R>(waker: &Waker, look: impl FnOnce(&mut Context<'_>) -> R) ->
 mod tests {
     use super::*;
 
+    /// A current-thread runtime on the real clock, as `#[tokio::main]`
+    /// builds one.
+    fn current_thread() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
     /// A current-thread runtime keeps its tokio alarm beside the fd (for a
     /// paused clock), which would hide an fd that is never armed: on the
     /// real clock, a registration arms the fd too.
     #[test]
     fn on_a_current_thread_runtime_a_registration_arms_the_timerfd() {
         let _watchdog = crate::driver::tests::watchdog();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = current_thread();
         rt.block_on(async {
             let timer = crate::Timer::builder()
                 .tick(Duration::from_micros(50))
@@ -333,10 +339,7 @@ mod tests {
     #[test]
     fn the_slack_becomes_whole_ticks_plus_one_at_most_a_second() {
         let _watchdog = crate::driver::tests::watchdog();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = current_thread();
         let tick = Duration::from_micros(50);
         let spacing = |slack: Option<Duration>| {
             rt.block_on(async {
