@@ -20,6 +20,11 @@ enum Op {
     /// Advances `d` ticks; fired entries are freed at once if `collect`,
     /// otherwise they stay in the slab until removed or reset.
     Advance(u64, bool),
+    /// Advances `d` ticks but hands out at most `k` entries, as a pass does
+    /// in batches with the lock released between them: the rest stay due
+    /// (some maybe in the level-0 slot being handed out) while other
+    /// operations run, and `elapsed` may stay behind `now`.
+    PopSome(u64, usize),
     /// Moves entries down the slab ([`Wheel::compact`]): the model's keys
     /// are translated as the owner's must be, and nothing else may change.
     Compact,
@@ -45,6 +50,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => any::<usize>().prop_map(Op::Discard),
         2 => (any::<usize>(), delay()).prop_map(|(i, d)| Op::Reset(i, d)),
         3 => (delay(), prop::bool::weighted(0.7)).prop_map(|(d, c)| Op::Advance(d, c)),
+        2 => (0u64..200, 1usize..4).prop_map(|(d, k)| Op::PopSome(d, k)),
         1 => any::<usize>().prop_map(Op::Stale),
         1 => Just(Op::Compact),
     ]
@@ -120,13 +126,13 @@ fn run_model(slots: usize, ops: &[Op]) {
                 live[i].deadline = deadline;
                 match wheel.reset(e.key, deadline) {
                     Some(true) => {
-                        assert!(deadline > now);
+                        assert!(deadline > wheel.elapsed());
                         reference.insert((deadline, e.id), e.key);
                         live[i].fired = false;
                     }
                     Some(false) => {
                         // Due already: left fired, for its owner to free.
-                        assert!(deadline <= now);
+                        assert!(deadline <= wheel.elapsed());
                         live[i].fired = true;
                     }
                     None => panic!("live key went stale"),
@@ -169,6 +175,28 @@ fn run_model(slots: usize, ops: &[Op]) {
                 }
                 assert_eq!(wheel.elapsed(), now);
             }
+            Op::PopSome(d, k) => {
+                now = now.saturating_add(d);
+                for _ in 0..k {
+                    let Some(key) = wheel.pop_expired(now) else {
+                        assert_eq!(wheel.elapsed(), now);
+                        break;
+                    };
+                    let deadline = wheel.deadline(key).unwrap();
+                    let id = *wheel.value_mut(key).unwrap();
+                    // The earliest the model holds, or tied with it.
+                    let &(earliest, _) = reference.keys().next().expect("fired nothing pending");
+                    assert_eq!(deadline, earliest, "out of deadline order");
+                    assert!(deadline <= now, "fired early");
+                    assert!(
+                        reference.remove(&(deadline, id)).is_some(),
+                        "fired {id} twice"
+                    );
+                    let e = live.iter_mut().find(|e| e.id == id).unwrap();
+                    assert_eq!(e.key, key);
+                    e.fired = true;
+                }
+            }
             Op::Compact => {
                 let moved = wheel.compact();
                 for (from, to) in moved {
@@ -209,11 +237,13 @@ fn run_model(slots: usize, ops: &[Op]) {
             None if wheel.discarded() > 0 => {}
             None => assert_eq!(wheel.next_expiration(), None),
             Some(&(earliest, _)) => {
+                // After a `PopSome`, entries due by `elapsed` may be left:
+                // then the next expiration is `elapsed` itself.
                 let next = wheel.next_expiration().unwrap();
+                let elapsed = wheel.elapsed();
                 assert!(
-                    next > wheel.elapsed() && next <= earliest,
-                    "next expiration {next}, elapsed {}, earliest {earliest}",
-                    wheel.elapsed()
+                    next <= earliest.max(elapsed) && (next > elapsed || earliest <= elapsed),
+                    "next expiration {next}, elapsed {elapsed}, earliest {earliest}"
                 );
             }
         }
