@@ -57,16 +57,7 @@ impl Shard {
             }
             let next = inner.wheel.next_expiration().unwrap_or(NEVER);
             inner.wake_at = next;
-            if inner
-                .alarm
-                .arm(
-                    next,
-                    self.published.load(Ordering::Relaxed),
-                    &self.clock,
-                    &self.source,
-                )
-                .is_pending()
-            {
+            if self.arm(&mut inner, next).is_pending() {
                 break;
             }
             // Already due: the clock moved on while this pass worked. The

@@ -1,7 +1,7 @@
 //! [`Shard`]: one wheel behind its own lock, with its own alarm; and what a
 //! `Sleep` or a callback does to it. See the driver's design notes.
 
-use std::task::Waker;
+use std::task::{Poll, Waker};
 
 use tokio::time::Instant;
 
@@ -467,6 +467,14 @@ impl Shard {
         stats.level_bytes += inner.wheel.level_bytes();
     }
 
+    /// Arms the shard's alarm for `tick` ([`Alarm::arm`]), telling it the
+    /// tick of the last pass, which a precise alarm spaces its wake-ups
+    /// from (`Builder::slack`).
+    pub(super) fn arm(&self, inner: &mut Inner, tick: u64) -> Poll<()> {
+        let passed = self.published.load(Ordering::Relaxed);
+        inner.alarm.arm(tick, passed, &self.clock, &self.source)
+    }
+
     /// Stores the sentinel's waker; `false` if the shard has shut down.
     /// And tidies: an alarm armed with nothing pending is disarmed where
     /// the clock can be paused (see [`ask_tidy`](Shard::ask_tidy)).
@@ -477,7 +485,7 @@ impl Shard {
         }
         if self.untidy(&inner) {
             inner.wake_at = NEVER;
-            let _ = inner.alarm.arm(NEVER, 0, &self.clock, &self.source);
+            let _ = self.arm(&mut inner, NEVER);
         }
         match &inner.sentinel {
             Some(held) if held.will_wake(waker) => {}
@@ -524,12 +532,7 @@ impl Inner {
     /// clock moved on after the caller read it), a pass is `kick`ed instead.
     fn pull_in(&mut self, tick: u64, shard: &Arc<Shard>) {
         self.wake_at = tick;
-        let passed = shard.published.load(Ordering::Relaxed);
-        if self
-            .alarm
-            .arm(tick, passed, &shard.clock, &shard.source)
-            .is_ready()
-        {
+        if shard.arm(self, tick).is_ready() {
             self.alarm.kick(shard, &shard.source);
         }
     }
