@@ -137,3 +137,28 @@ async fn no_call_on_a_million_sleeps_allocates_or_frees_more_than_a_few_chunks()
         );
     }
 }
+
+/// A pass hands its wakers out in batches kept in a buffer its thread
+/// reuses: once a thread has fired timers, firing more allocates nothing.
+#[test]
+fn firing_again_on_a_thread_allocates_nothing() {
+    let timer = Timer::builder().manual().build().unwrap();
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut allocated = Vec::new();
+    for _ in 0..3 {
+        // More than a batch (32), so a pass hands out several.
+        let mut sleeps: Vec<Sleep> = (0..100)
+            .map(|_| timer.sleep(Duration::from_millis(5)))
+            .collect();
+        for sleep in &mut sleeps {
+            assert!(Pin::new(sleep).poll(&mut cx).is_pending());
+        }
+        allocated.push(work_of(|| timer.advance(Duration::from_millis(5))).0);
+        for sleep in &mut sleeps {
+            assert!(Pin::new(sleep).poll(&mut cx).is_ready());
+        }
+    }
+    // The first may take the thread's buffer (unless an earlier test on
+    // this thread did); the others find it.
+    assert_eq!(allocated[1..], [0, 0], "later passes reuse the buffer");
+}

@@ -1,6 +1,7 @@
 //! What a wheel entry does when it fires: wake a `Sleep`'s task, or run a
 //! callback.
 
+use std::cell::Cell;
 use std::task::Waker;
 
 use tokio::time::Instant;
@@ -196,31 +197,52 @@ const FIRE_BATCH: usize = 32;
 #[cfg(loom)]
 const FIRE_BATCH: usize = 2;
 
-/// Up to [`FIRE_BATCH`] fires taken out under the lock, kept on the stack so
-/// that firing allocates nothing.
+/// Up to [`FIRE_BATCH`] fires taken out under the lock, in a buffer this
+/// thread keeps between passes ([`SPARE`]), so that firing allocates only
+/// the first time a thread fires anything. (A buffer on the stack would
+/// allocate nothing at all, but making and dropping one costs more than a
+/// pass that fires one timer spends in the wheel: every one of its slots is
+/// written, then checked for something to drop.)
 pub(crate) struct Batch {
-    fires: [Option<Fire>; FIRE_BATCH],
-    len: usize,
+    fires: Vec<Fire>,
+}
+
+std::thread_local! {
+    /// The buffer of the last [`Batch`] dropped on this thread, empty. A
+    /// pass that runs inside another's firing (a waker that runs a manual
+    /// timer's `advance`) finds it taken and starts its own.
+    static SPARE: Cell<Vec<Fire>> = const { Cell::new(Vec::new()) };
 }
 
 impl Batch {
     pub(crate) fn new() -> Batch {
         Batch {
-            fires: [const { None }; FIRE_BATCH],
-            len: 0,
+            fires: SPARE.try_with(Cell::take).unwrap_or_default(),
         }
     }
 
     /// Adds `fire`; `true` if the batch is now full and must be run.
     pub(crate) fn push(&mut self, fire: Fire) -> bool {
-        self.fires[self.len] = Some(fire);
-        self.len += 1;
-        self.len == FIRE_BATCH
+        if self.fires.capacity() == 0 {
+            self.fires.reserve_exact(FIRE_BATCH);
+        }
+        self.fires.push(fire);
+        self.fires.len() == FIRE_BATCH
     }
 
     /// Takes the fires out, in the order they were pushed.
     pub(crate) fn drain(&mut self) -> impl Iterator<Item = Fire> + '_ {
-        let len = std::mem::take(&mut self.len);
-        self.fires[..len].iter_mut().filter_map(Option::take)
+        self.fires.drain(..)
+    }
+}
+
+impl Drop for Batch {
+    fn drop(&mut self) {
+        if self.fires.capacity() > 0 {
+            // Empty, but for a pass unwinding: its fires are dropped here.
+            self.fires.clear();
+            let fires = std::mem::take(&mut self.fires);
+            let _ = SPARE.try_with(|spare| spare.set(fires));
+        }
     }
 }
