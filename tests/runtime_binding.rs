@@ -148,3 +148,22 @@ fn a_sleep_made_in_one_runtime_and_polled_in_another_waits_on_the_first() {
     });
     assert_eq!(a.block_on(async { start.elapsed() }), ms(200));
 }
+
+/// A current-thread timer's clock read inside another runtime's context is
+/// still its own runtime's: the reading asks tokio whose context it is in,
+/// and enters its own runtime's when that is another's (both clocks here
+/// are paused, ten seconds apart).
+#[test]
+fn a_timers_clock_read_inside_another_runtime_is_its_own() {
+    let _guard = common::guard();
+    let (a, b) = (paused(), paused());
+    let timer = a.block_on(async {
+        tokio::time::advance(Duration::from_secs(10)).await;
+        Timer::builder().build().unwrap()
+    });
+    let a_now = a.block_on(async { tokio::time::Instant::now() });
+    let (b_now, read) = b.block_on(async { (tokio::time::Instant::now(), timer.now()) });
+    assert_eq!(read, a_now);
+    assert_ne!(read, b_now);
+    assert_eq!(a.block_on(async { timer.now() }), a_now);
+}
