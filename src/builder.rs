@@ -480,16 +480,20 @@ impl Builder {
         // the shards' alarms make theirs only when first armed.
         catch_quietly(|| drop(tokio::time::sleep_until(Instant::now())))
             .map_err(|_| BuildError::timers_disabled())?;
-        // On a runtime whose clock can be paused, the tick grid starts on
-        // tokio's millisecond grid (see `driver/grid.rs`).
+        // The tick grid starts on tokio's millisecond grid (see
+        // `driver/grid.rs`): on a paused clock, so that a sleep completes at
+        // tokio's instant; on a running one, so that tokio does not round
+        // an alarm up to its next millisecond, a millisecond late at worst.
+        // (Should tokio's driver move on during the search, on another
+        // worker, the origin found may be off the grid: a timer as late as
+        // one with no grid, never early.)
         let now = Instant::now();
-        let clock = match handle.runtime_flavor() {
-            tokio::runtime::RuntimeFlavor::MultiThread => None,
-            _ => catch_quietly(|| grid_point(now)).ok().flatten(),
-        }
-        .map_or(Clock::new(now, self.tick), |origin| {
-            Clock::new(origin, self.tick).on_tokio_grid()
-        });
+        let clock = catch_quietly(|| grid_point(now))
+            .ok()
+            .flatten()
+            .map_or(Clock::new(now, self.tick), |origin| {
+                Clock::new(origin, self.tick).on_tokio_grid()
+            });
         // After a pass in tick `t`, a precise alarm goes off no sooner than
         // the first multiple of `spacing` after `t` (see `alarm::spaced`):
         // a timer due at tick `d` (whose last pass ran in tick `d - 1` at

@@ -1,5 +1,5 @@
-//! Where tokio's millisecond grid lies, so that a timer on a runtime whose
-//! clock can be paused starts its tick grid on it.
+//! Where tokio's millisecond grid lies, so that a runtime timer starts its
+//! tick grid on it.
 //!
 //! tokio's time driver counts whole milliseconds from the moment it was
 //! made (its `start_time`), rounds each deadline up to one and fires it
@@ -7,10 +7,10 @@
 //! tokio timer, armed for the end of the wheel tick a deadline rounds up
 //! to. If the wheel's ticks nest in tokio's milliseconds, that end lies in
 //! the deadline's own millisecond and tokio fires the alarm exactly when it
-//! would fire a tokio `Sleep` with that deadline. If they do not (a paused
-//! clock advanced by a fraction of a millisecond before the timer was
-//! built), the end can fall in the next millisecond: a millisecond after
-//! tokio's.
+//! would fire a tokio `Sleep` with that deadline. If they do not (a timer
+//! built at an arbitrary moment of a running clock, or a paused clock
+//! advanced by a fraction of a millisecond before the timer was built),
+//! the end can fall in the next millisecond: a millisecond after tokio's.
 //!
 //! tokio does not say where its grid starts, but a tokio `Sleep` does:
 //! polled for the first time, it completes at once exactly when its
@@ -19,7 +19,10 @@
 //! That answer is monotone in the deadline, so a binary search over
 //! deadlines before `now` finds that grid point to the nanosecond, in about
 //! sixty probes, once per timer. Each probe registers a tokio timer and
-//! drops it; none is left behind.
+//! drops it; none is left behind. On a multi-thread runtime another worker
+//! may move the driver on during the search; the point found may then be
+//! off the grid, and the timer is as late as one with no grid (never
+//! early: the grid only decides how late).
 
 use std::future::Future;
 use std::pin::pin;
@@ -128,5 +131,33 @@ mod tests {
                 Some(start + Duration::from_millis(7))
             );
         });
+    }
+
+    /// A timer on a multi-thread runtime starts its grid on tokio's too:
+    /// its tick 0 is a moment tokio's driver had processed (a tokio sleep
+    /// until it completes at once; before, tick 0 was the moment the timer
+    /// was built, which the driver had not reached), and its ticks nest in
+    /// tokio's milliseconds.
+    #[test]
+    fn a_multi_thread_timer_starts_on_tokios_grid() {
+        let _watchdog = crate::driver::tests::watchdog();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let timer = crate::Timer::builder()
+            .tick(Duration::from_micros(100))
+            .runtime(rt.handle().clone())
+            .build()
+            .unwrap();
+        let clock = timer.driver().clock();
+        let origin = clock.instant_at(0).unwrap();
+        let _context = rt.enter();
+        let mut sleep =
+            std::pin::pin!(tokio::task::unconstrained(tokio::time::sleep_until(origin)));
+        let first = sleep.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+        assert!(first.is_ready(), "tick 0 is a millisecond tokio processed");
+        assert_eq!(clock.tokio_ms_floor(25), 20, "ten ticks a millisecond");
     }
 }
