@@ -22,6 +22,10 @@ struct FireOut {
     p50_ms: f64,
     p99_ms: f64,
     max_ms: f64,
+    /// From the first task's first poll to the last's: the sleeps due
+    /// before it ends wait behind the first polls still queued (see
+    /// `benches/README.md`, "What `fire_200k`'s tail measures").
+    first_polls_ms: f64,
     early: usize,
 }
 
@@ -65,6 +69,10 @@ pub(crate) fn fire_200k(cfg: &Config) {
             r.max_ms
         })
         .print();
+        Row::median(format!("{name}: first polls"), group, "ms", &runs, |r| {
+            r.first_polls_ms
+        })
+        .print();
         Row::sum(
             format!("{name}: early"),
             group,
@@ -78,7 +86,7 @@ pub(crate) fn fire_200k(cfg: &Config) {
 
 fn fire_run<T: Side>(group: Group, durations: &Arc<Vec<Duration>>) -> FireOut {
     let rt = group.runtime::<T>();
-    let (wall, cpu_ns, mut lateness) = rt.block_on(async {
+    let (wall, cpu_ns, done) = rt.block_on(async {
         let cpu_before = proc_stats::sampled(|_| true).cpu_ns;
         let start = std::time::Instant::now();
         let timer = T::timer();
@@ -86,17 +94,20 @@ fn fire_run<T: Side>(group: Group, durations: &Arc<Vec<Duration>>) -> FireOut {
             .iter()
             .map(|&d| tokio::spawn(sleeper::<T>(timer.clone(), d)))
             .collect();
-        let mut lateness = Vec::with_capacity(tasks.len());
+        let mut done = Vec::with_capacity(tasks.len());
         for task in tasks {
-            lateness.push(task.await.expect("a sleeper panicked"));
+            done.push(task.await.expect("a sleeper panicked"));
         }
         let wall = start.elapsed();
         // Time for the workers to park (see `measure::Snapshot::take`).
         std::thread::sleep(std::time::Duration::from_millis(3));
         let cpu = proc_stats::sampled(|_| true).cpu_ns - cpu_before;
-        (wall, cpu, lateness)
+        (wall, cpu, done)
     });
     drop(rt);
+    let first = done.iter().map(|&(_, at)| at).min().expect("n > 0");
+    let last = done.iter().map(|&(_, at)| at).max().expect("n > 0");
+    let mut lateness: Vec<i64> = done.iter().map(|&(late, _)| late).collect();
     lateness.sort_unstable();
     let ms = |nanos: i64| nanos as f64 / 1e6;
     FireOut {
@@ -105,14 +116,17 @@ fn fire_run<T: Side>(group: Group, durations: &Arc<Vec<Duration>>) -> FireOut {
         p50_ms: ms(percentile(&lateness, 50.0)),
         p99_ms: ms(percentile(&lateness, 99.0)),
         max_ms: ms(*lateness.last().expect("n > 0")),
+        first_polls_ms: (last - first).as_secs_f64() * 1e3,
         early: lateness.iter().filter(|&&l| l < 0).count(),
     }
 }
 
 /// Sleeps `d` from its first poll; returns how late it woke, in signed ns
-/// (negative: early).
-async fn sleeper<T: Side>(timer: T::Timer, d: Duration) -> i64 {
-    let deadline = Instant::now() + d;
+/// (negative: early), and when its first poll ran (the clock reading it
+/// takes its deadline from anyway).
+async fn sleeper<T: Side>(timer: T::Timer, d: Duration) -> (i64, Instant) {
+    let polled = Instant::now();
+    let deadline = polled + d;
     T::sleep_until(&timer, deadline).await;
-    signed_nanos(Instant::now(), deadline)
+    (signed_nanos(Instant::now(), deadline), polled)
 }
