@@ -57,7 +57,6 @@ impl<T> DelayQueue<T> {
             bound,
             sleep,
             armed,
-            reached,
             moved,
             far,
             ..
@@ -66,8 +65,8 @@ impl<T> DelayQueue<T> {
             unreachable!("a queue with entries has a timer");
         };
         loop {
-            // Due by the last reading first: the clock only moves on.
-            if let Some(key) = wheel.pop_expired(*reached) {
+            let now = clock.now_tick(timer.now());
+            if let Some(key) = wheel.pop_expired(now) {
                 let item = wheel.remove(key).expect("a popped entry is in the slab");
                 if wheel.len() == 0 {
                     // Nothing left to wait for: free the timer entry now.
@@ -80,11 +79,6 @@ impl<T> DelayQueue<T> {
                     deadline: far.take(key, item.at),
                     key: Key(key),
                 }));
-            }
-            let now = clock.now_tick(timer.now());
-            if now > *reached {
-                *reached = now;
-                continue;
             }
             let next = wheel
                 .next_expiration()

@@ -144,10 +144,6 @@ pub struct DelayQueue<T> {
     sleep: Option<Sleep>,
     /// The tick `sleep` is armed for, or `NEVER`.
     armed: u64,
-    /// The latest tick the timer's clock has been read at by
-    /// `poll_expired`: what is due by it is popped without reading the
-    /// clock again (a reading is most of what popping one entry costs).
-    reached: u64,
     /// The waker of the last `poll_expired`, woken by the calls listed in
     /// the module notes.
     waker: Option<Waker>,
@@ -194,7 +190,6 @@ impl<T> DelayQueue<T> {
             bound: None,
             sleep: None,
             armed: NEVER,
-            reached: 0,
             waker: None,
             moved: Moved::default(),
             far: Far::default(),
@@ -226,7 +221,6 @@ impl<T> DelayQueue<T> {
             bound: Some(Bound::new(timer)),
             sleep: None,
             armed: NEVER,
-            reached: 0,
             waker: None,
             moved: Moved::default(),
             far: Far::default(),
