@@ -20,7 +20,8 @@ const MISSED_THRESHOLD: Duration = Duration::from_millis(5);
 
 /// How late, past its own tick, a timer may fire what is due by design: its
 /// alarm waits on tokio's timer, which rounds up to tokio's millisecond
-/// grid, and a timer's grid starts wherever it was built, off tokio's.
+/// grid, and a timer's grid may lie off tokio's (where tokio's driver does
+/// not show where its grid lies: see `driver/grid.rs`).
 const ALARM_LATENESS: Duration = Duration::from_millis(1);
 
 /// An [`Interval`] on the current runtime's default timer whose first tick

@@ -163,10 +163,13 @@ pub mod __private {
 
 /// The default timer's tick, and [`Builder`]'s default: an eighth of tokio's
 /// 1 ms. The alarm waits on tokio's timer, which rounds up to its own
-/// millisecond grid, and the wheel's grid starts where the timer was built,
-/// so with a 1 ms tick the two roundings add up (half a millisecond later
-/// than `tokio::time` on average). With 125 µs the wheel's rounding crosses
-/// one of tokio's millisecond boundaries only one time in eight.
+/// millisecond grid. The wheel's grid starts on tokio's where tokio's
+/// driver shows where that lies (`driver/grid.rs`), and any tick dividing a
+/// millisecond then fires at tokio's instant. Where it does not (tokio's
+/// alternative timer; a search another worker overtook), the two roundings
+/// add up: with a 1 ms tick half a millisecond later than `tokio::time` on
+/// average, while with 125 µs the wheel's rounding crosses one of tokio's
+/// millisecond boundaries only one time in eight.
 const DEFAULT_TICK: Duration = Duration::from_micros(125);
 
 /// The longest wait a duration gives a sleep, an interval's period or a

@@ -167,3 +167,24 @@ fn a_timers_clock_read_inside_another_runtime_is_its_own() {
     assert_ne!(read, b_now);
     assert_eq!(a.block_on(async { timer.now() }), a_now);
 }
+
+/// A task of paused runtime A holds paused runtime B's `EnterGuard` across
+/// an await (B is ten seconds ahead), so B is current on A's thread while A
+/// parks and fires the wheel's alarm: the pass still reads A's clock, and a
+/// 5 s sleep stays pending when a 1 ms one completes (a pass that read
+/// whatever runtime was current fired it after 1 ms of A's time).
+#[test]
+fn a_pass_reads_its_own_clock_while_a_task_holds_another_runtime_entered() {
+    let _guard = common::guard();
+    let (a, b) = (paused(), paused());
+    b.block_on(async { tokio::time::advance(Duration::from_secs(10)).await });
+    a.block_on(async {
+        let timer = Timer::builder().build().unwrap();
+        let mut long = task::spawn(timer.sleep(Duration::from_secs(5)));
+        let short = timer.sleep(ms(1));
+        assert_pending!(long.poll());
+        let _in_b = b.handle().enter();
+        short.await;
+        assert_pending!(long.poll(), "the 5 s sleep fired by B's clock");
+    });
+}

@@ -59,11 +59,14 @@ impl Source {
                 handle,
                 pausable: true,
             } => {
-                // Most readings come from the runtime's own tasks, already
-                // in its context: asking tokio which runtime that is (a
-                // reference count up and down) costs less than entering it
-                // again and leaving (a thread-local swap each way as well):
-                // 33 ns against 41 a reading on the Xeon VM.
+                // Most readings come from the runtime's own tasks and
+                // passes, already in its context: asking tokio which
+                // runtime that is (a reference count up and down) costs
+                // less than entering it again and leaving (a thread-local
+                // swap each way as well): 33 ns against 41 a reading on the
+                // Xeon VM. Even a pass asks: a task that holds another
+                // runtime's `EnterGuard` across an await leaves that
+                // runtime current while its own parks and fires the alarm.
                 if in_context(handle) {
                     Instant::now()
                 } else {
@@ -75,27 +78,6 @@ impl Source {
                 pausable: false, ..
             } => Instant::from_std(std::time::Instant::now()),
             Source::Manual(clock) => clock.now(),
-        }
-    }
-
-    /// [`now`](Source::now), read by a shard's pass. tokio runs a pass only
-    /// on the runtime's own thread, inside its context: the waker of the
-    /// runtime's timer, a task spawned on it, its IO driver (a precise
-    /// alarm's `timerfd`), its shutdown. So a pausable clock is read
-    /// without entering the handle again, which is about half of what a
-    /// reading costs (a thread-local swap of the runtime's handle and back,
-    /// with its reference count, twice a pass on a paused clock).
-    #[inline]
-    pub(crate) fn now_in_pass(&self) -> Instant {
-        match self {
-            Source::Runtime {
-                handle,
-                pausable: true,
-            } => {
-                debug_assert!(in_context(handle), "a pass outside its runtime's context");
-                Instant::now()
-            }
-            _ => self.now(),
         }
     }
 

@@ -133,11 +133,11 @@ mod tests {
         });
     }
 
-    /// A timer on a multi-thread runtime starts its grid on tokio's too:
-    /// its tick 0 is a moment tokio's driver had processed (a tokio sleep
-    /// until it completes at once; before, tick 0 was the moment the timer
-    /// was built, which the driver had not reached), and its ticks nest in
-    /// tokio's milliseconds.
+    /// A timer on a multi-thread runtime looks for tokio's grid too: its
+    /// tick 0 is a point the search found, a moment tokio's driver had
+    /// processed (a tokio sleep until it completes at once; before, tick 0
+    /// was the moment the timer was built, which the driver had not
+    /// reached), and its clock counts its ticks in tokio's milliseconds.
     #[test]
     fn a_multi_thread_timer_starts_on_tokios_grid() {
         let _watchdog = crate::driver::tests::watchdog();

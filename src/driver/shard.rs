@@ -216,7 +216,7 @@ impl Shard {
         // Whether the clock stands still, a second reading, is the pass's
         // to tell; until one has run, the registration looks itself.
         let look_again = inner.passes == 0;
-        tick <= self.due_tick(inner, look_again, || self.now())
+        tick <= self.due_tick(inner, look_again)
     }
 
     /// The last tick due by the clock: what a pass fires up to. A clock
@@ -228,21 +228,15 @@ impl Shard {
     /// the clock is due for neither until the next one), and a shard left
     /// with nothing pending disarms its alarm (see
     /// [`ask_tidy`](Shard::ask_tidy)). On a running clock it fires what the
-    /// reading has reached. `read` reads the clock: [`Shard::now`], or
-    /// in a pass [`Source::now_in_pass`].
-    pub(super) fn due_tick(
-        &self,
-        inner: &mut Inner,
-        look_again: bool,
-        read: impl Fn() -> Instant,
-    ) -> u64 {
-        let now = read();
+    /// reading has reached.
+    pub(super) fn due_tick(&self, inner: &mut Inner, look_again: bool) -> u64 {
+        let now = self.now();
         let tick = self.clock.now_tick(now);
         if !self.source.is_pausable() {
             return tick;
         }
         if look_again {
-            inner.clock_still = read() == now;
+            inner.clock_still = self.now() == now;
         }
         if inner.clock_still {
             self.clock.tokio_ms_floor(tick)
