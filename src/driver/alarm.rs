@@ -60,7 +60,8 @@ impl Source {
                 pausable: true,
             } => {
                 // Most readings come from the runtime's own tasks and
-                // passes, already in its context: asking tokio which
+                // passes, already in its context (otherwise, with another
+                // runtime or none current, it is entered): asking tokio which
                 // runtime that is (a reference count up and down) costs
                 // less than entering it again and leaving (a thread-local
                 // swap each way as well): 33 ns against 41 a reading on the

@@ -41,9 +41,10 @@
 //! tokio's clock can be paused (a current-thread runtime), a shard left with
 //! nothing pending wakes its sentinel, which disarms the alarm before the
 //! runtime parks: auto-advance jumps to every registered tokio timer, and
-//! must find none the wheel no longer needs. Every runtime timer's tick grid
-//! starts on tokio's millisecond grid (`grid.rs`), so its alarm, at the end
-//! of a tick, falls in the deadline's own millisecond.
+//! must find none the wheel no longer needs. A runtime timer's tick grid
+//! starts on tokio's millisecond grid where tokio's driver shows where that
+//! lies (`grid.rs`), so with a tick dividing a millisecond its alarm, at the
+//! end of a tick, falls in the deadline's own millisecond.
 //!
 //! # The pass, and bounded work per call
 //!
