@@ -21,10 +21,19 @@
 //!   `wheel::sleep` also asks tokio for the current runtime (the
 //!   `Handle::try_current` row, which clones the runtime's handle, another
 //!   `Arc` every worker shares). What those cost in `mt` against `ct` is
-//!   the part of a timer's scaling row that sharing a count causes.
+//!   the part of a timer's scaling row that sharing a count causes;
+//! - registering and cancelling a timer each take a lock (the `Mutex` row:
+//!   the task's own, as a shard's is its thread's), and the registration
+//!   keeps a clone of the task's waker, which the cancel drops (the
+//!   `waker` row).
+//!
+//! So on one thread a churned `wheel::sleep` pays at least one of each row
+//! but `yield_now`, and the lock twice: `benches/README.md` ("What the
+//! floor rows add up to") sums them.
 
 use std::hint::black_box;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::task::{Poll, Waker};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -56,6 +65,40 @@ pub(crate) fn floor(cfg: &Config) {
         n,
         Shared::Handle
     ));
+    let name = label(
+        "floor: Mutex lock+unlock, the task's own, no timer",
+        n,
+        NOW_N,
+    );
+    per_op_rows!(cfg, name, "ns/call", |T, group| shared_run::<T>(
+        cfg,
+        group,
+        n,
+        Shared::OwnMutex
+    ));
+    let name = label("floor: the task's waker clone+drop, no timer", n, NOW_N);
+    per_op_rows!(cfg, name, "ns/call", |T, group| shared_run::<T>(
+        cfg,
+        group,
+        n,
+        Shared::OwnWaker
+    ));
+    // Current-thread groups only: on several workers the wheel asks tokio
+    // nothing (see `registry.rs`), and the question's shared count would
+    // be most of the row.
+    let current_thread = Config {
+        groups: (cfg.groups.iter().copied())
+            .filter(|group| !matches!(group, Group::Mt(_)))
+            .collect(),
+        ..cfg.clone()
+    };
+    let name = label("floor: a churn's steps together, no timer", n, NOW_N);
+    per_op_rows!(
+        &current_thread,
+        name,
+        "ns/call",
+        |T, group| shared_run::<T>(cfg, group, n, Shared::ChurnSteps)
+    );
     let n = cfg.size.of(YIELD_N, 1000);
     let name = label("floor: yield_now round trip, no timer", n, YIELD_N);
     per_op_rows!(cfg, name, "ns/call", |T, group| yield_run::<T>(
@@ -90,6 +133,16 @@ enum Shared {
     Arc,
     /// `tokio::runtime::Handle::try_current()`, dropped.
     Handle,
+    /// Locks and unlocks a `Mutex` of the task's own: uncontended.
+    OwnMutex,
+    /// Clones and drops the task's waker.
+    OwnWaker,
+    /// What a churned `wheel::sleep` cannot do without on a current-thread
+    /// runtime, in its order: ask which runtime is current, read the
+    /// clock, clone an `Arc` (the sleep's hold on its shard), lock to
+    /// register a clone of the waker, then lock to cancel, dropping it and
+    /// the `Arc`.
+    ChurnSteps,
 }
 
 fn shared_run<T: Side>(cfg: &Config, group: Group, n: usize, what: Shared) -> PerOp {
@@ -97,23 +150,63 @@ fn shared_run<T: Side>(cfg: &Config, group: Group, n: usize, what: Shared) -> Pe
     let (snaps, _) = run_tasks::<T, _, _>(cfg, group, 1, |ctx| {
         let one = Arc::clone(&one);
         async move {
+            let waker = std::future::poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
+            let own = Mutex::new(0u64);
+            let own_arc = Arc::new(0u64);
+            let things = Things {
+                one: &one,
+                own_arc: &own_arc,
+                own: &own,
+                waker: &waker,
+            };
             let share = ctx.share(n);
-            shared_loop(&one, what, share.len() / 10);
+            shared_loop(&things, what, share.len() / 10);
             ctx.lines.cross().await;
-            chunked(ctx.tasks, share, |_, r| shared_loop(&one, what, r.len())).await;
+            chunked(ctx.tasks, share, |_, r| shared_loop(&things, what, r.len())).await;
         }
     });
     PerOp::between(&snaps[0], &snaps[1], n)
 }
 
+/// What a task's [`shared_loop`] works on.
+struct Things<'a> {
+    one: &'a Arc<u64>,
+    own_arc: &'a Arc<u64>,
+    own: &'a Mutex<u64>,
+    waker: &'a Waker,
+}
+
 #[inline(never)]
-fn shared_loop(one: &Arc<u64>, what: Shared, n: usize) {
+fn shared_loop(things: &Things<'_>, what: Shared, n: usize) {
     for _ in 0..n {
         match what {
-            Shared::Arc => drop(black_box(Arc::clone(one))),
+            Shared::Arc => drop(black_box(Arc::clone(things.one))),
             Shared::Handle => drop(black_box(tokio::runtime::Handle::try_current())),
+            Shared::OwnMutex => *black_box(things.own).lock().unwrap() += 1,
+            Shared::OwnWaker => drop(black_box(things.waker.clone())),
+            Shared::ChurnSteps => churn_steps(things),
         }
     }
+}
+
+/// [`Shared::ChurnSteps`], once. The `Arc` is the task's own here, as a
+/// shard is its thread's; `black_box` keeps each step.
+#[inline(always)]
+fn churn_steps(things: &Things<'_>) {
+    let runtime = black_box(tokio::runtime::Handle::try_current());
+    let now = black_box(Instant::now());
+    drop(runtime);
+    let hold = black_box(Arc::clone(things.own_arc));
+    let held = {
+        let _registered = black_box(things.own).lock().unwrap();
+        black_box(things.waker.clone())
+    };
+    {
+        let _cancelled = black_box(things.own).lock().unwrap();
+        drop(black_box(held));
+    }
+    drop(hold);
+    black_box(now);
 }
 
 /// `yield_now().await` on the runtime `timeout_yield` uses.
