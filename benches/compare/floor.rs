@@ -51,38 +51,23 @@ pub(crate) fn floor(cfg: &Config) {
     let n = cfg.size.of(NOW_N, 1000);
     let name = label("floor: Instant::now, no timer", n, NOW_N);
     per_op_rows!(cfg, name, "ns/call", |T, group| now_run::<T>(cfg, group, n));
-    let name = label("floor: shared Arc clone+drop, no timer", n, NOW_N);
-    per_op_rows!(cfg, name, "ns/call", |T, group| shared_run::<T>(
-        cfg,
-        group,
-        n,
-        Shared::Arc
-    ));
-    let name = label("floor: Handle::try_current, no timer", n, NOW_N);
-    per_op_rows!(cfg, name, "ns/call", |T, group| shared_run::<T>(
-        cfg,
-        group,
-        n,
-        Shared::Handle
-    ));
-    let name = label(
-        "floor: Mutex lock+unlock, the task's own, no timer",
-        n,
-        NOW_N,
-    );
-    per_op_rows!(cfg, name, "ns/call", |T, group| shared_run::<T>(
-        cfg,
-        group,
-        n,
-        Shared::OwnMutex
-    ));
-    let name = label("floor: the task's waker clone+drop, no timer", n, NOW_N);
-    per_op_rows!(cfg, name, "ns/call", |T, group| shared_run::<T>(
-        cfg,
-        group,
-        n,
-        Shared::OwnWaker
-    ));
+    for (what, name) in [
+        (Shared::Arc, "floor: shared Arc clone+drop, no timer"),
+        (Shared::Handle, "floor: Handle::try_current, no timer"),
+        (
+            Shared::OwnMutex,
+            "floor: Mutex lock+unlock, the task's own, no timer",
+        ),
+        (
+            Shared::OwnWaker,
+            "floor: the task's waker clone+drop, no timer",
+        ),
+    ] {
+        let name = label(name, n, NOW_N);
+        per_op_rows!(cfg, name, "ns/call", |T, group| shared_run::<T>(
+            cfg, group, n, what
+        ));
+    }
     // Current-thread groups only: on several workers the wheel asks tokio
     // nothing (see `registry.rs`), and the question's shared count would
     // be most of the row.
