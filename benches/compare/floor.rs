@@ -32,7 +32,7 @@
 //! floor rows add up to") sums them.
 
 use std::hint::black_box;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::task::{Poll, Waker};
 use std::time::Duration;
 
@@ -52,27 +52,30 @@ pub(crate) fn floor(cfg: &Config) {
     let name = label("floor: Instant::now, no timer", n, NOW_N);
     per_op_rows!(cfg, name, "ns/call", |T, group| now_run::<T>(cfg, group, n));
     for (what, name) in [
-        (Shared::Arc, "floor: shared Arc clone+drop, no timer"),
-        (Shared::Handle, "floor: Handle::try_current, no timer"),
+        (PerCall::SharedArc, "floor: shared Arc clone+drop, no timer"),
+        (PerCall::Handle, "floor: Handle::try_current, no timer"),
         (
-            Shared::OwnMutex,
+            PerCall::OwnMutex,
             "floor: Mutex lock+unlock, the task's own, no timer",
         ),
         (
-            Shared::OwnWaker,
+            PerCall::OwnWaker,
             "floor: the task's waker clone+drop, no timer",
         ),
     ] {
         let name = label(name, n, NOW_N);
-        per_op_rows!(cfg, name, "ns/call", |T, group| shared_run::<T>(
+        per_op_rows!(cfg, name, "ns/call", |T, group| per_call_run::<T>(
             cfg, group, n, what
         ));
     }
     // Current-thread groups only: on several workers the wheel asks tokio
     // nothing (see `registry.rs`), and the question's shared count would
-    // be most of the row.
+    // be most of the row. Only the groups differ from `cfg`.
     let current_thread = Config {
-        groups: (cfg.groups.iter().copied())
+        groups: cfg
+            .groups
+            .iter()
+            .copied()
             .filter(|group| !matches!(group, Group::Mt(_)))
             .collect(),
         ..cfg.clone()
@@ -82,7 +85,7 @@ pub(crate) fn floor(cfg: &Config) {
         &current_thread,
         name,
         "ns/call",
-        |T, group| shared_run::<T>(cfg, group, n, Shared::ChurnSteps)
+        |T, group| per_call_run::<T>(cfg, group, n, PerCall::ChurnSteps)
     );
     let n = cfg.size.of(YIELD_N, 1000);
     let name = label("floor: yield_now round trip, no timer", n, YIELD_N);
@@ -111,11 +114,11 @@ fn now_loop(n: usize) {
     black_box(latest + Duration::from_secs(5));
 }
 
-/// What [`shared_run`] does per call.
+/// What [`per_call_run`] does per call.
 #[derive(Debug, Clone, Copy)]
-enum Shared {
+enum PerCall {
     /// Clones and drops one `Arc` all tasks share.
-    Arc,
+    SharedArc,
     /// `tokio::runtime::Handle::try_current()`, dropped.
     Handle,
     /// Locks and unlocks a `Mutex` of the task's own: uncontended.
@@ -123,75 +126,75 @@ enum Shared {
     /// Clones and drops the task's waker.
     OwnWaker,
     /// What a churned `wheel::sleep` cannot do without on a current-thread
-    /// runtime, in its order: ask which runtime is current, read the
-    /// clock, clone an `Arc` (the sleep's hold on its shard), lock to
-    /// register a clone of the waker, then lock to cancel, dropping it and
-    /// the `Arc`.
+    /// runtime, in the wheel's order (`driver/registry.rs`,
+    /// `Shard::register`, `Shard::cancel`): ask which runtime is current,
+    /// upgrade a `Weak` (the thread's cached hold on its shard), read the
+    /// clock, lock to register a clone of the waker, lock to cancel, then
+    /// drop the waker and the `Arc`.
     ChurnSteps,
 }
 
-fn shared_run<T: Side>(cfg: &Config, group: Group, n: usize, what: Shared) -> PerOp {
-    let one = Arc::new(0u64);
+fn per_call_run<T: Side>(cfg: &Config, group: Group, n: usize, what: PerCall) -> PerOp {
+    let shared = Arc::new(0u64);
     let (snaps, _) = run_tasks::<T, _, _>(cfg, group, 1, |ctx| {
-        let one = Arc::clone(&one);
+        let shared = Arc::clone(&shared);
         async move {
             let waker = std::future::poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
-            let own = Mutex::new(0u64);
+            let own_lock = Mutex::new(0u64);
             let own_arc = Arc::new(0u64);
-            let things = Things {
-                one: &one,
-                own_arc: &own_arc,
-                own: &own,
+            let operands = Operands {
+                shared: &shared,
+                own_weak: Arc::downgrade(&own_arc),
+                own_lock: &own_lock,
                 waker: &waker,
             };
             let share = ctx.share(n);
-            shared_loop(&things, what, share.len() / 10);
+            per_call_loop(&operands, what, share.len() / 10);
             ctx.lines.cross().await;
-            chunked(ctx.tasks, share, |_, r| shared_loop(&things, what, r.len())).await;
+            chunked(ctx.tasks, share, |_, r| {
+                per_call_loop(&operands, what, r.len())
+            })
+            .await;
         }
     });
     PerOp::between(&snaps[0], &snaps[1], n)
 }
 
-/// What a task's [`shared_loop`] works on.
-struct Things<'a> {
-    one: &'a Arc<u64>,
-    own_arc: &'a Arc<u64>,
-    own: &'a Mutex<u64>,
+/// What a task's [`per_call_loop`] works on: one `Arc` every task shares,
+/// and the rest its own.
+struct Operands<'a> {
+    shared: &'a Arc<u64>,
+    own_weak: Weak<u64>,
+    own_lock: &'a Mutex<u64>,
     waker: &'a Waker,
 }
 
 #[inline(never)]
-fn shared_loop(things: &Things<'_>, what: Shared, n: usize) {
+fn per_call_loop(operands: &Operands<'_>, what: PerCall, n: usize) {
     for _ in 0..n {
         match what {
-            Shared::Arc => drop(black_box(Arc::clone(things.one))),
-            Shared::Handle => drop(black_box(tokio::runtime::Handle::try_current())),
-            Shared::OwnMutex => *black_box(things.own).lock().unwrap() += 1,
-            Shared::OwnWaker => drop(black_box(things.waker.clone())),
-            Shared::ChurnSteps => churn_steps(things),
+            PerCall::SharedArc => drop(black_box(Arc::clone(operands.shared))),
+            PerCall::Handle => drop(black_box(tokio::runtime::Handle::try_current())),
+            PerCall::OwnMutex => *black_box(operands.own_lock).lock().unwrap() += 1,
+            PerCall::OwnWaker => drop(black_box(operands.waker.clone())),
+            PerCall::ChurnSteps => churn_steps(operands),
         }
     }
 }
 
-/// [`Shared::ChurnSteps`], once. The `Arc` is the task's own here, as a
-/// shard is its thread's; `black_box` keeps each step.
+/// [`PerCall::ChurnSteps`], once. `black_box` keeps each step.
 #[inline(always)]
-fn churn_steps(things: &Things<'_>) {
-    let runtime = black_box(tokio::runtime::Handle::try_current());
-    let now = black_box(Instant::now());
-    drop(runtime);
-    let hold = black_box(Arc::clone(things.own_arc));
+fn churn_steps(operands: &Operands<'_>) {
+    drop(black_box(tokio::runtime::Handle::try_current()));
+    let hold = black_box(operands.own_weak.upgrade());
+    black_box(Instant::now());
     let held = {
-        let _registered = black_box(things.own).lock().unwrap();
-        black_box(things.waker.clone())
+        let _registered = black_box(operands.own_lock).lock().unwrap();
+        black_box(operands.waker.clone())
     };
-    {
-        let _cancelled = black_box(things.own).lock().unwrap();
-        drop(black_box(held));
-    }
+    drop(black_box(operands.own_lock).lock().unwrap());
+    drop(black_box(held));
     drop(hold);
-    black_box(now);
 }
 
 /// `yield_now().await` on the runtime `timeout_yield` uses.
