@@ -141,6 +141,8 @@ fn per_call_run<T: Side>(cfg: &Config, group: Group, n: usize, what: PerCall) ->
         async move {
             let waker = std::future::poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
             let own_lock = Mutex::new(0u64);
+            // Alive while the task runs, as a timer keeps its shards: the
+            // churn steps upgrade a `Weak` to it, as a thread's cache does.
             let own_arc = Arc::new(0u64);
             let operands = Operands {
                 shared: &shared,
