@@ -8,37 +8,25 @@
 //! [`interval`](crate::interval) and `DelayQueue::new()` in that runtime's
 //! tasks waits on it, on whichever worker they run.
 //!
-//! With auto-advance on, the clock jumps to the next deadline when the
-//! runtime is idle: every worker has parked (tokio's `on_thread_park` and
-//! `on_thread_unpark` hooks count them) and [`TestRuntime::block_on`]'s
-//! future is not being polled. What does not count as busy: a
-//! `spawn_blocking` closure that is running, a thread outside the runtime
-//! about to send to a task, and I/O in flight; as with tokio's
-//! auto-advance, a test that waits on those should advance by hand.
+//! When the clock may move (auto-advance, or before and after
+//! [`TestRuntime::advance`]) is `idle.rs`'s rule; `block_on.rs` counts
+//! `block_on`'s future in it.
+
+mod block_on;
+mod idle;
 
 use std::future::Future;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
-use std::task::{Context, Poll};
+use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::runtime::{Handle, Runtime};
+use tokio::runtime::{Handle, Runtime, RuntimeFlavor};
 use tokio::time::Instant;
 
 use crate::driver::registry;
 use crate::Timer;
-
-/// How many test runtimes are alive in the process: while there are any, a
-/// `timeout` reads its deadline from its runtime's timer's clock, which may
-/// be a test clock, rather than from `Instant::now()`.
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-
-/// Whether a test runtime is alive anywhere in the process.
-#[inline]
-pub(crate) fn any() -> bool {
-    LIVE.load(Ordering::Relaxed) != 0
-}
+use block_on::Busy;
+pub(crate) use idle::on_its_thread;
+use idle::Idle;
 
 /// Builds a [`TestRuntime`]: a tokio runtime whose default timer runs on a
 /// clock the test moves, on any runtime flavour.
@@ -141,26 +129,22 @@ impl TestClock {
             .tick(self.tick)
             .build()
             .map_err(std::io::Error::other)?;
-        let idle = Arc::new(Idle {
-            timer: timer.clone(),
-            auto_advance: self.auto_advance,
-            parked: AtomicUsize::new(0),
-            busy: AtomicUsize::new(0),
-            // No advance before the runtime says how many workers it has.
-            workers: AtomicUsize::new(usize::MAX),
-            runtime: OnceLock::new(),
-            advancing: Mutex::new(()),
-        });
+        let idle = Arc::new(Idle::new(timer.clone(), self.auto_advance));
+        let (start, stop) = (idle.clone(), idle.clone());
         let (park, unpark) = (idle.clone(), idle.clone());
         let runtime = builder
+            // The probe is a tokio timer.
+            .enable_time()
+            // A thread that leaves the blocking pool says so at once: one
+            // that ran `block_in_place` is counted running until then.
+            .thread_keep_alive(Duration::ZERO)
+            .on_thread_start(move || start.thread_started())
+            .on_thread_stop(move || stop.thread_stopped())
             .on_thread_park(move || park.parked())
             .on_thread_unpark(move || unpark.unparked())
             .build()?;
-        let _ = idle.runtime.set(runtime.handle().clone());
-        idle.workers
-            .store(runtime.metrics().num_workers(), Ordering::SeqCst);
-        registry::install(runtime.handle().id(), timer.clone());
-        LIVE.fetch_add(1, Ordering::SeqCst);
+        registry::install(runtime.handle().id(), timer);
+        idle.start(runtime.handle());
         Ok(TestRuntime {
             runtime: Some(runtime),
             idle,
@@ -171,22 +155,50 @@ impl TestClock {
 /// A tokio runtime whose default timer runs on a test clock; made by
 /// [`TestClock::build`].
 ///
-/// Every [`sleep`](crate::sleep), [`timeout`](crate::timeout),
+/// **Two clocks.** Every [`sleep`](crate::sleep), [`timeout`](crate::timeout),
 /// [`interval`](crate::interval) and `DelayQueue::new()` made in its tasks
 /// (or in `block_on`'s future) waits on the test clock, on whichever worker
-/// it runs. One made outside the runtime and moved in reads the real clock
-/// for its deadline: make them inside.
+/// it runs. [`Instant::now()`](crate::Instant), `Instant::elapsed()` and
+/// everything in `tokio::time` (a dependency's `tokio::time::sleep`
+/// included) keep real time: read the test clock with [`wheel::now()`](crate::now),
+/// which reads the current runtime's default timer's clock here and
+/// tokio's everywhere else, and count deadlines from it
+/// (`wheel::sleep_until(wheel::now() + d)`). A deadline read from the real
+/// clock is in the test clock's past once the test clock has moved, and
+/// completes at once. A `sleep` made outside the runtime and moved in reads
+/// the real clock for its deadline too: make them inside. (A `timeout`
+/// made outside and first awaited inside counts its duration on the test
+/// clock.)
 ///
-/// With [auto-advance](TestClock::auto_advance), the clock jumps to the
-/// next deadline when the runtime is idle: every worker has parked (tokio's
-/// `on_thread_park` and `on_thread_unpark` hooks count them), no task waits
-/// in its global queue, and [`block_on`](TestRuntime::block_on)'s future
-/// is not being polled. Not counted as busy: a running `spawn_blocking`
-/// closure, a thread outside the runtime about to wake a task, I/O in
-/// flight. As with tokio's auto-advance, a test waiting on those advances
-/// by hand.
+/// **When the clock moves.** With [auto-advance](TestClock::auto_advance),
+/// the clock jumps to the next deadline when the runtime is idle: no
+/// thread of the runtime is running (a worker running tasks, a task inside
+/// `block_in_place`, a `spawn_blocking` closure), no
+/// [`block_on`](TestRuntime::block_on) future is being polled or has been
+/// woken, no task waits in tokio's queue, and tokio has polled its I/O
+/// driver since all that became true, delivering the I/O that was ready,
+/// as tokio's paused clock does before it auto-advances. That check costs
+/// each step a millisecond or two of real time. What it cannot see: a
+/// thread outside the runtime about to wake a task or write to a socket,
+/// and tokio's own timers, which run in real time (auto-advance may jump
+/// the test clock past them). A test waiting on those advances by hand.
+/// A callback that fires and wakes no task does not stop auto-advance.
 ///
-/// Dropping it shuts the runtime down, then the timer.
+/// **By hand**, [`advance`](TestRuntime::advance) waits for the runtime to
+/// be idle by the same rule, moves the clock, and waits again, so tasks
+/// spawned or woken before it have registered their timers, and those it
+/// woke their next ones, when it returns; inside the runtime,
+/// [`advance_async`](TestRuntime::advance_async) does the same. With
+/// auto-advance off, a `timeout` on the test clock is no safety net: it
+/// fires only when the test moves the clock.
+///
+/// The builder's thread hooks (`on_thread_start`, `on_thread_stop`,
+/// `on_thread_park`, `on_thread_unpark`) and `thread_keep_alive` are the
+/// test clock's: [`TestClock::build`] replaces them. Use
+/// [`TestRuntime::block_on`], not the handle's: only its future counts.
+///
+/// Dropping it shuts the runtime down, then the timer, and lets go of
+/// everything the runtime held.
 pub struct TestRuntime {
     runtime: Option<Runtime>,
     idle: Arc<Idle>,
@@ -194,7 +206,8 @@ pub struct TestRuntime {
 
 impl TestRuntime {
     /// Runs `future` to completion on the runtime, as `Runtime::block_on`
-    /// does; while it is being polled the runtime is not idle.
+    /// does; while it is being polled, or woken and waiting to be, the
+    /// runtime is not idle.
     ///
     /// # Examples
     ///
@@ -205,11 +218,10 @@ impl TestRuntime {
     /// assert_eq!(rt.block_on(async { 7 }), 7);
     /// ```
     pub fn block_on<F: Future>(&self, future: F) -> F::Output {
-        let idle = self.idle.clone();
-        self.runtime().block_on(Busy {
-            idle,
-            future: Box::pin(future),
-        })
+        let current_thread = self.handle().runtime_flavor() == RuntimeFlavor::CurrentThread;
+        let _inside = idle::InBlockOn::enter();
+        self.runtime()
+            .block_on(Busy::new(self.idle.clone(), current_thread, future))
     }
 
     /// The runtime's handle.
@@ -241,7 +253,8 @@ impl TestRuntime {
         &self.idle.timer
     }
 
-    /// The time on the test clock.
+    /// The time on the test clock; inside the runtime,
+    /// [`wheel::now()`](crate::now) reads the same.
     ///
     /// # Examples
     ///
@@ -252,15 +265,29 @@ impl TestRuntime {
     /// let start = rt.now();
     /// rt.advance(std::time::Duration::from_secs(1));
     /// assert_eq!(rt.now() - start, std::time::Duration::from_secs(1));
+    /// assert_eq!(rt.block_on(async { wheel::now() }), rt.now());
     /// ```
     pub fn now(&self) -> Instant {
         self.idle.timer.now()
     }
 
-    /// Moves the test clock forward by `duration`, firing what is due.
+    /// Moves the test clock forward by `duration`, firing what is due, with
+    /// the runtime idle before and after.
     ///
-    /// What is due has fired before it returns (the woken tasks then run on
-    /// the runtime's workers); see [`Timer::advance`].
+    /// On a multi-thread runtime it first waits until the runtime is idle
+    /// (see the type's docs), so the tasks spawned or woken before the call
+    /// have registered their timers; then it moves the clock (see
+    /// [`Timer::advance`]); then it waits until the runtime is idle again,
+    /// so the tasks it woke have run up to their next timer. It does not
+    /// return while a task keeps running. On a current-thread runtime,
+    /// whose tasks run only inside `block_on`, it moves the clock and
+    /// returns: the woken tasks run in the next `block_on`.
+    ///
+    /// # Panics
+    ///
+    /// Panics if called inside the runtime (a task, or `block_on`'s
+    /// future), where waiting for the runtime to be idle would wait for
+    /// ever: await [`advance_async`](TestRuntime::advance_async) there.
     ///
     /// # Examples
     ///
@@ -270,16 +297,52 @@ impl TestRuntime {
     /// let rt = wheel::TestClock::new()
     ///     .build(tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all())
     ///     .unwrap();
-    /// // Made inside the runtime, the sleep reads the test clock.
+    /// // Made inside the runtime, the sleep reads the test clock; the
+    /// // advance waits for the task to register it.
     /// let task = rt.handle().spawn(async { wheel::sleep(Duration::from_secs(60)).await });
-    /// while rt.timer().stats().pending == 0 {
-    ///     std::thread::yield_now(); // until the task has registered
-    /// }
     /// rt.advance(Duration::from_secs(60));
-    /// rt.block_on(task).unwrap();
+    /// assert!(task.is_finished());
     /// ```
+    #[track_caller]
     pub fn advance(&self, duration: Duration) {
+        if Handle::try_current().is_ok_and(|current| current.id() == self.handle().id()) {
+            panic!(
+                "wheel: TestRuntime::advance was called inside its own runtime, where \
+                 waiting for the runtime to be idle would wait for ever: \
+                 `.await` TestRuntime::advance_async there"
+            );
+        }
+        if self.handle().runtime_flavor() == RuntimeFlavor::CurrentThread {
+            self.idle.timer.advance(duration);
+            return;
+        }
+        self.idle.wait_idle();
         self.idle.timer.advance(duration);
+        self.idle.wait_idle();
+    }
+
+    /// [`advance`](TestRuntime::advance), awaited inside the runtime, as
+    /// `tokio::time::advance(duration).await` is: the awaiting task counts
+    /// as idle while it waits.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let rt = wheel::TestClock::new()
+    ///     .build(tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all())
+    ///     .unwrap();
+    /// rt.block_on(async {
+    ///     let task = tokio::spawn(wheel::sleep(Duration::from_secs(5)));
+    ///     rt.advance_async(Duration::from_secs(5)).await;
+    ///     assert!(task.is_finished());
+    /// });
+    /// ```
+    pub async fn advance_async(&self, duration: Duration) {
+        self.idle.settled().await;
+        self.idle.timer.advance(duration);
+        self.idle.settled().await;
     }
 
     fn runtime(&self) -> &Runtime {
@@ -290,10 +353,12 @@ impl TestRuntime {
 impl Drop for TestRuntime {
     fn drop(&mut self) {
         let id = self.runtime().handle().id();
+        // The runtime's hooks hold the `Idle`: it lets go of the runtime
+        // first, or neither would be freed.
+        self.idle.stop();
         drop(self.runtime.take());
         registry::uninstall(id, &self.idle.timer);
         drop(self.idle.timer.shutdown());
-        LIVE.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -304,90 +369,5 @@ impl std::fmt::Debug for TestRuntime {
             .field("auto_advance", &self.idle.auto_advance)
             .field("timer", &self.idle.timer)
             .finish()
-    }
-}
-
-/// What tells whether the runtime is idle, and advances the clock when it
-/// is.
-struct Idle {
-    timer: Timer,
-    auto_advance: bool,
-    /// Workers parked, counted by tokio's park and unpark hooks.
-    parked: AtomicUsize,
-    /// `block_on` futures being polled.
-    busy: AtomicUsize,
-    workers: AtomicUsize,
-    /// The runtime, once built: a task woken and not yet picked up waits in
-    /// its global queue, with every worker still counted parked.
-    runtime: OnceLock<Handle>,
-    advancing: Mutex<()>,
-}
-
-impl Idle {
-    fn parked(&self) {
-        let parked = self.parked.fetch_add(1, Ordering::SeqCst) + 1;
-        if parked >= self.workers.load(Ordering::SeqCst) {
-            self.maybe_advance();
-        }
-    }
-
-    fn unparked(&self) {
-        self.parked.fetch_sub(1, Ordering::SeqCst);
-    }
-
-    /// With auto-advance on and nothing running, moves the clock to the
-    /// next deadline, and on until something fires: a deadline in a higher
-    /// level of the wheel first brings its entries down, firing nothing,
-    /// and a runtime that stays idle would not ask again.
-    fn maybe_advance(&self) {
-        let idle = || {
-            self.busy.load(Ordering::SeqCst) == 0
-                && self.parked.load(Ordering::SeqCst) >= self.workers.load(Ordering::SeqCst)
-                && self
-                    .runtime
-                    .get()
-                    .is_some_and(|rt| rt.metrics().global_queue_depth() == 0)
-        };
-        if !self.auto_advance || !idle() {
-            return;
-        }
-        // One thread at a time (a worker's park hook, `block_on`'s thread),
-        // each looking again once it has the turn: a task the other's
-        // advance woke is runnable, and the runtime no longer idle.
-        let _turn = self
-            .advancing
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let fired = self.timer.stats().fired;
-        while idle() {
-            let Some(next) = self.timer.driver().next_deadline() else {
-                break;
-            };
-            self.timer.advance_to(next);
-            if self.timer.stats().fired != fired {
-                break;
-            }
-        }
-    }
-}
-
-/// `block_on`'s future: counted busy while it is polled, and when it waits
-/// with every worker parked, the runtime is idle (no park hook will say so).
-struct Busy<F> {
-    idle: Arc<Idle>,
-    future: Pin<Box<F>>,
-}
-
-impl<F: Future> Future for Busy<F> {
-    type Output = F::Output;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        self.idle.busy.fetch_add(1, Ordering::SeqCst);
-        let polled = self.future.as_mut().poll(cx);
-        self.idle.busy.fetch_sub(1, Ordering::SeqCst);
-        if polled.is_pending() {
-            self.idle.maybe_advance();
-        }
-        polled
     }
 }
