@@ -97,6 +97,12 @@ fn the_clock_stays_put_while_a_task_is_inside_block_in_place() {
                 .unwrap()
             });
             assert_eq!(moved, Duration::ZERO, "{workers} workers");
+            // The thread that ran it left the pool and counts no more:
+            // auto-advance goes on (kept 10 s, tokio's default, it would
+            // wait that long).
+            let real = std::time::Instant::now();
+            rt.block_on(wheel::sleep(secs(1)));
+            assert!(real.elapsed() < secs(5), "{workers} workers: stalled");
         }
     }
 }

@@ -110,8 +110,11 @@ impl TestClock {
     /// Builds the runtime `builder` describes, with this clock as its
     /// default timer.
     ///
-    /// It sets the builder's `on_thread_park` and `on_thread_unpark` hooks
-    /// (hooks set on it before are replaced). Fails as
+    /// It sets the builder's `on_thread_start`, `on_thread_stop`,
+    /// `on_thread_park` and `on_thread_unpark` hooks (hooks set on it
+    /// before are replaced), `thread_keep_alive(0)` (so that a thread that
+    /// ran `block_in_place` says when it leaves) and `enable_time`: they
+    /// tell when the runtime is idle ([`TestRuntime`]'s docs). Fails as
     /// [`Builder::build`](crate::Builder::build) does for the timer (a zero
     /// tick, say), or as tokio's `build` does.
     ///
