@@ -161,8 +161,9 @@ pub mod __private {
     pub use crate::wheel::{Key, Wheel};
 }
 
-/// The time on the current runtime's default timer's clock: a
-/// [`TestRuntime`]'s test clock inside one, and tokio's clock
+/// The time on the current runtime's default timer's clock.
+///
+/// That is a [`TestRuntime`]'s test clock inside one, and tokio's clock
 /// (`Instant::now()`, paused or not) everywhere else.
 ///
 /// Under a `TestRuntime`, `Instant::now()` and `Instant::elapsed()` keep

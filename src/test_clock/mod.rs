@@ -209,7 +209,9 @@ pub struct TestRuntime {
 
 impl TestRuntime {
     /// Runs `future` to completion on the runtime, as `Runtime::block_on`
-    /// does; while it is being polled, or woken and waiting to be, the
+    /// does.
+    ///
+    /// While the future is being polled, or woken and waiting to be, the
     /// runtime is not idle.
     ///
     /// # Examples
