@@ -298,13 +298,18 @@ impl Idle {
             epoch: self.epoch.load(SeqCst),
             confirmed,
         });
-        let at = tokio::time::Instant::now() + PROBE_AHEAD;
-        probe.alarm.as_mut().reset(at);
-        let polled = probe
-            .alarm
-            .as_mut()
-            .poll(&mut Context::from_waker(&probe.waker));
-        debug_assert!(polled.is_pending(), "armed a millisecond ahead");
+        // A thread kept off the CPU for the millisecond between the reset
+        // and the poll finds the probe fired already: its waker found this
+        // lock held and did nothing, as it should (the probe was armed just
+        // now), so arm it again.
+        loop {
+            let at = tokio::time::Instant::now() + PROBE_AHEAD;
+            probe.alarm.as_mut().reset(at);
+            let mut cx = Context::from_waker(&probe.waker);
+            if probe.alarm.as_mut().poll(&mut cx).is_pending() {
+                break;
+            }
+        }
     }
 
     /// The probe fired: with nothing changed since it was armed, the runtime
