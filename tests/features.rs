@@ -128,15 +128,21 @@ fn gates_itself(text: &str) -> bool {
 /// `[[test]] name = "NAME"` is declared with `required-features`, and its
 /// file does not also hide behind an inner `cfg` on the feature.
 fn assert_declared(name: &str) {
+    assert_declared_needing(name, &[name]);
+}
+
+/// [`assert_declared`], for a test target that needs `features`.
+fn assert_declared_needing(name: &str, features: &[&str]) {
     let manifest = read("Cargo.toml");
+    let features: Vec<String> = features.iter().map(|f| format!("\"{f}\"")).collect();
+    let required = format!("required-features = [{}]", features.join(", "));
     let declared = manifest.split("[[test]]").skip(1).any(|target| {
         let target = target.split("\n[").next().unwrap();
-        target.contains(&format!("name = \"{name}\""))
-            && target.contains(&format!("required-features = [\"{name}\"]"))
+        target.contains(&format!("name = \"{name}\"")) && target.contains(&required)
     });
     assert!(
         declared,
-        "Cargo.toml declares no [[test]] {name} with required-features"
+        "Cargo.toml declares no [[test]] {name} with {required}"
     );
     let file = read(&format!("tests/{name}.rs"));
     assert!(
@@ -160,6 +166,7 @@ fn no_test_target_hides_behind_a_cfg_feature() {
     }
     assert_declared("hyper");
     assert_declared("precise");
+    assert_declared_needing("server_test_clock", &["hyper", "tower"]);
 }
 
 // Plain `cargo test` lists these as ignored, with the reason: that is how
@@ -180,4 +187,14 @@ fn hyper_tests_need_the_hyper_feature() {
 )]
 fn precise_tests_need_the_precise_feature() {
     assert_declared("precise");
+}
+
+#[test]
+#[cfg_attr(
+    not(all(feature = "hyper", feature = "tower")),
+    ignore = "tests/server_test_clock.rs skipped: it needs the `hyper` and `tower` features \
+              (cargo test --all-features)"
+)]
+fn server_test_clock_tests_need_the_hyper_and_tower_features() {
+    assert_declared_needing("server_test_clock", &["hyper", "tower"]);
 }
