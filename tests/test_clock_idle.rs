@@ -386,8 +386,60 @@ fn a_test_runtime_elsewhere_does_not_change_another_runtimes_timeout() {
     };
     let without = run();
     let test = test_rt(Some(2), true);
+    // This thread has been inside the test runtime's `block_on`, and left.
+    test.block_on(async {});
     let with = run();
     drop(test);
     assert_eq!(without, (true, true));
     assert_eq!(with, without);
+}
+
+/// A waker `block_on`'s future left behind, woken after `block_on` has
+/// returned, leaves the runtime idle: the next auto-advance goes on.
+#[test]
+fn a_stale_block_on_waker_does_not_keep_the_runtime_busy() {
+    let _guard = common::guard();
+    for workers in flavours() {
+        let rt = test_rt(workers, true);
+        let left_behind = std::sync::Mutex::new(None);
+        rt.block_on(std::future::poll_fn(|cx| {
+            *left_behind.lock().unwrap() = Some(cx.waker().clone());
+            std::task::Poll::Ready(())
+        }));
+        left_behind.lock().unwrap().take().unwrap().wake();
+        let start = rt.now();
+        rt.block_on(wheel::sleep(secs(1)));
+        assert_eq!(rt.now() - start, secs(1), "{workers:?} workers");
+    }
+}
+
+/// A `timeout` counts from when it was made, on the test clock, as
+/// tokio's does on its paused clock: made, then the clock moves 2 s, then
+/// awaited, a 5 s timeout expires 3 s later. In `block_on`'s future and in
+/// a spawned task.
+#[test]
+fn a_timeout_counts_from_when_it_was_made() {
+    let _guard = common::guard();
+    let program = || async {
+        let start = wheel::now();
+        let timeout = wheel::timeout(secs(5), std::future::pending::<()>());
+        wheel::sleep(secs(2)).await;
+        assert!(timeout.await.is_err());
+        wheel::now() - start
+    };
+    for workers in flavours() {
+        let rt = test_rt(workers, true);
+        assert_eq!(rt.block_on(program()), secs(5), "{workers:?}: block_on");
+        let spawned = rt.block_on(async move { tokio::spawn(program()).await.unwrap() });
+        assert_eq!(spawned, secs(5), "{workers:?}: a task");
+    }
+    let tokio_rt = common::paused_rt();
+    let waited = tokio_rt.block_on(async {
+        let start = tokio::time::Instant::now();
+        let timeout = tokio::time::timeout(secs(5), std::future::pending::<()>());
+        tokio::time::sleep(secs(2)).await;
+        assert!(timeout.await.is_err());
+        start.elapsed()
+    });
+    assert_eq!(waited, secs(5));
 }

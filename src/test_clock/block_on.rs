@@ -16,7 +16,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::atomic::{AtomicU8, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, Wake, Waker};
 
@@ -34,7 +34,7 @@ impl<F> Busy<F> {
     pub(super) fn new(idle: Arc<Idle>, current_thread: bool, future: F) -> Busy<F> {
         let waker = Arc::new(Woken {
             idle: Arc::downgrade(&idle),
-            woken: AtomicBool::new(false),
+            state: AtomicU8::new(WAITING),
             inner: Mutex::new(None),
         });
         Busy {
@@ -50,10 +50,19 @@ impl<F> Busy<F> {
 /// `block_on`.
 struct Woken {
     idle: std::sync::Weak<Idle>,
-    woken: AtomicBool,
+    /// [`WAITING`], [`WOKEN`] (counted in `Idle::block_on`) or [`DONE`].
+    state: AtomicU8,
     /// `block_on`'s own waker, as of the last poll.
     inner: Mutex<Option<Waker>>,
 }
+
+/// Not woken since the last poll.
+const WAITING: u8 = 0;
+/// Woken, and counted busy until polled.
+const WOKEN: u8 = 1;
+/// `block_on` has returned: a waker the future left behind wakes nothing
+/// and counts nothing.
+const DONE: u8 = 2;
 
 impl Wake for Woken {
     fn wake(self: Arc<Self>) {
@@ -61,7 +70,11 @@ impl Wake for Woken {
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        if !self.woken.swap(true, SeqCst) {
+        let counted = self
+            .state
+            .compare_exchange(WAITING, WOKEN, SeqCst, SeqCst)
+            .is_ok();
+        if counted {
             if let Some(idle) = self.idle.upgrade() {
                 idle.block_on.fetch_add(1, SeqCst);
                 idle.epoch.fetch_add(1, SeqCst);
@@ -79,9 +92,10 @@ impl Wake for Woken {
 }
 
 impl Woken {
-    /// Counts the future out as woken, if it was: it is being polled.
-    fn taken(&self, idle: &Idle) {
-        if self.woken.swap(false, SeqCst) {
+    /// Counts the future out as woken, if it was: it is being polled, or
+    /// (`then` [`DONE`]) it is gone.
+    fn taken(&self, idle: &Idle, then: u8) {
+        if self.state.swap(then, SeqCst) == WOKEN {
             idle.block_on.fetch_sub(1, SeqCst);
         }
     }
@@ -98,7 +112,7 @@ impl<F: Future> Future for Busy<F> {
         if me.current_thread {
             me.idle.set_driving(true);
         }
-        me.waker.taken(&me.idle);
+        me.waker.taken(&me.idle, WAITING);
         {
             let mut inner = me
                 .waker
@@ -126,7 +140,7 @@ impl<F: Future> Future for Busy<F> {
 
 impl<F> Drop for Busy<F> {
     fn drop(&mut self) {
-        self.waker.taken(&self.idle);
+        self.waker.taken(&self.idle, DONE);
         if self.current_thread {
             self.idle.set_driving(false);
         }
