@@ -443,3 +443,35 @@ fn a_timeout_counts_from_when_it_was_made() {
     });
     assert_eq!(waited, secs(5));
 }
+
+/// A worker of one test runtime, inside `block_in_place`, drives another,
+/// current-thread test runtime with `block_on`: the second's park hooks run
+/// on the first's thread, and each runtime counts only its own threads.
+#[test]
+fn a_test_runtime_driven_from_anothers_worker_keeps_its_own_count() {
+    let _guard = common::guard();
+    let outer = test_rt(Some(2), true);
+    let inner = std::sync::Arc::new(test_rt(None, true));
+    for _ in 0..3 {
+        let nested = inner.clone();
+        let waited = outer.block_on(async move {
+            tokio::spawn(async move {
+                wheel::sleep(ms(1)).await;
+                tokio::task::block_in_place(|| {
+                    nested.block_on(async {
+                        let start = wheel::now();
+                        wheel::sleep(secs(1)).await;
+                        wheel::now() - start
+                    })
+                })
+            })
+            .await
+            .unwrap()
+        });
+        assert_eq!(waited, secs(1));
+        // Each still advances on its own.
+        let start = outer.now();
+        outer.block_on(wheel::sleep(secs(3)));
+        assert_eq!(outer.now() - start, secs(3));
+    }
+}

@@ -246,8 +246,9 @@ impl Idle {
                 THREAD.with(|thread| thread.set((me, false)));
                 self.running.fetch_sub(1, SeqCst);
             }
-            (me, false) if me == self.me() => {}
-            // A current-thread runtime's `block_on` thread.
+            // A current-thread runtime's `block_on` thread (on a
+            // multi-thread runtime, whose own parked threads come here too,
+            // `driving` stays false).
             _ => self.driving.store(false, SeqCst),
         }
         self.quiet();
