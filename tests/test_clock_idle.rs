@@ -475,3 +475,27 @@ fn a_test_runtime_driven_from_anothers_worker_keeps_its_own_count() {
         assert_eq!(outer.now() - start, secs(3));
     }
 }
+
+/// On a current-thread runtime, a task that keeps yielding runs on the
+/// thread inside `block_on` between its parks, with no hook to say so: the
+/// clock stays put until it is done, though each yield polls the drivers.
+#[test]
+fn a_current_thread_task_that_keeps_yielding_keeps_the_clock_still() {
+    let _guard = common::guard();
+    let rt = test_rt(None, true);
+    let moved = rt.block_on(async {
+        let _background = tokio::spawn(wheel::sleep(secs(10)));
+        let start = wheel::now();
+        tokio::spawn(async {
+            // Real time, so that several probes would fire meanwhile.
+            let real = std::time::Instant::now();
+            while real.elapsed() < ms(10) {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .unwrap();
+        wheel::now() - start
+    });
+    assert_eq!(moved, Duration::ZERO);
+}

@@ -241,30 +241,31 @@ impl Idle {
 
     /// tokio's `on_thread_park`.
     pub(super) fn parked(&self) {
-        match THREAD.with(Cell::get) {
-            (me, true) if me == self.me() => {
-                THREAD.with(|thread| thread.set((me, false)));
-                self.running.fetch_sub(1, SeqCst);
-            }
-            // A current-thread runtime's `block_on` thread (on a
-            // multi-thread runtime, whose own parked threads come here too,
-            // `driving` stays false).
-            _ => self.driving.store(false, SeqCst),
-        }
+        self.count_running(false);
         self.quiet();
     }
 
     /// tokio's `on_thread_unpark`.
     pub(super) fn unparked(&self) {
-        match THREAD.with(Cell::get) {
-            (me, false) if me == self.me() => {
-                THREAD.with(|thread| thread.set((me, true)));
-                self.running.fetch_add(1, SeqCst);
-            }
-            (me, true) if me == self.me() => {}
-            _ => self.driving.store(true, SeqCst),
-        }
+        self.count_running(true);
         self.epoch.fetch_add(1, SeqCst);
+    }
+
+    /// Counts the calling thread in or out of `running` if it is one of the
+    /// runtime's own; else it is a current-thread runtime's `block_on`
+    /// thread, which is `driving` or not.
+    fn count_running(&self, running: bool) {
+        let (owner, counted) = THREAD.with(Cell::get);
+        if owner != self.me() {
+            self.driving.store(running, SeqCst);
+        } else if counted != running {
+            THREAD.with(|thread| thread.set((owner, running)));
+            if running {
+                self.running.fetch_add(1, SeqCst);
+            } else {
+                self.running.fetch_sub(1, SeqCst);
+            }
+        }
     }
 
     /// A current-thread runtime's `block_on` thread starts or stops running
