@@ -70,8 +70,7 @@ fn timers_due_within_a_millisecond_wake_in_deadline_order() {
             for task in tasks {
                 task.await.unwrap();
             }
-            let order = done.lock().unwrap().clone();
-            order
+            done.lock().unwrap().clone()
         })
     }
     assert_eq!(order(tokio::time::sleep), ["late", "early"]);

@@ -168,7 +168,11 @@ pub const WALL_LIMIT: Duration = Duration::from_secs(60);
 /// tokio time passes first. On a paused clock, a wheel timer that never
 /// fires lets auto-advance reach `limit` at once.
 #[track_caller]
-pub fn within<F: Future>(what: &str, limit: Duration, fut: F) -> impl Future<Output = F::Output> {
+pub fn within<F: Future>(
+    what: &str,
+    limit: Duration,
+    fut: F,
+) -> impl Future<Output = F::Output> + use<F> {
     let caller = std::panic::Location::caller();
     let what = what.to_owned();
     async move {
