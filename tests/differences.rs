@@ -158,3 +158,60 @@ fn a_sleep_is_unpin_and_small() {
     assert_eq!(std::mem::size_of::<wheel::Sleep>(), 40);
     assert!(std::mem::size_of::<tokio::time::Sleep>() > 40);
 }
+
+/// `wheel::error::Elapsed` is the crate's own type, not tokio's, and tokio's
+/// has no public constructor, so no conversion into it can be written. An
+/// error type that converts from tokio's `Elapsed` (for `?`) needs the same
+/// conversion from the wheel's, or a `map_err` where the timeout is awaited.
+/// Like tokio's, it converts into an `io::Error` of kind `TimedOut`.
+#[test]
+fn elapsed_is_the_crates_own_type_and_converts_as_the_readme_shows() {
+    let _guard = common::guard();
+    use std::any::TypeId;
+    assert_ne!(
+        TypeId::of::<wheel::error::Elapsed>(),
+        TypeId::of::<tokio::time::error::Elapsed>()
+    );
+
+    #[derive(Debug, PartialEq)]
+    enum MyError {
+        Timeout,
+    }
+    impl From<tokio::time::error::Elapsed> for MyError {
+        fn from(_: tokio::time::error::Elapsed) -> MyError {
+            MyError::Timeout
+        }
+    }
+    // What the swap needs beside it (the README's Differences).
+    impl From<wheel::error::Elapsed> for MyError {
+        fn from(_: wheel::error::Elapsed) -> MyError {
+            MyError::Timeout
+        }
+    }
+
+    async fn tokio_question_mark() -> Result<(), MyError> {
+        tokio::time::timeout(ms(5), std::future::pending::<()>()).await?;
+        Ok(())
+    }
+    async fn wheel_question_mark() -> Result<(), MyError> {
+        wheel::timeout(ms(5), std::future::pending::<()>()).await?;
+        Ok(())
+    }
+    async fn wheel_map_err() -> Result<(), MyError> {
+        wheel::timeout(ms(5), std::future::pending::<()>())
+            .await
+            .map_err(|_| MyError::Timeout)?;
+        Ok(())
+    }
+
+    paused_rt().block_on(async {
+        assert_eq!(tokio_question_mark().await, Err(MyError::Timeout));
+        assert_eq!(wheel_question_mark().await, Err(MyError::Timeout));
+        assert_eq!(wheel_map_err().await, Err(MyError::Timeout));
+        let io: std::io::Error = wheel::timeout(ms(5), std::future::pending::<()>())
+            .await
+            .unwrap_err()
+            .into();
+        assert_eq!(io.kind(), std::io::ErrorKind::TimedOut);
+    });
+}
