@@ -161,6 +161,41 @@ pub mod __private {
     pub use crate::wheel::{Key, Wheel};
 }
 
+/// The time on the current runtime's default timer's clock.
+///
+/// That is a [`TestRuntime`]'s test clock inside one, and tokio's clock
+/// (`Instant::now()`, paused or not) everywhere else.
+///
+/// Under a `TestRuntime`, `Instant::now()` and `Instant::elapsed()` keep
+/// real time while the runtime's timers wait on the test clock: count
+/// deadlines from this instead, as `wheel::sleep_until(wheel::now() + d)`.
+/// Inside a runtime that has no default timer yet, reading it creates one,
+/// as the first `wheel::sleep` would.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+///
+/// let rt = wheel::TestClock::new()
+///     .auto_advance(true)
+///     .build(tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all())
+///     .unwrap();
+/// rt.block_on(async {
+///     let start = wheel::now();
+///     wheel::sleep_until(start + Duration::from_secs(3600)).await;
+///     assert_eq!(wheel::now() - start, Duration::from_secs(3600));
+///     // The real clock has not moved an hour.
+///     assert!(wheel::Instant::now() < start + Duration::from_secs(3600));
+/// });
+/// ```
+pub fn now() -> Instant {
+    match driver::registry::default_binding() {
+        Ok((_, now)) => now,
+        Err(_) => Instant::now(),
+    }
+}
+
 /// The default timer's tick, and [`Builder`]'s default: an eighth of tokio's
 /// 1 ms. The alarm waits on tokio's timer, which rounds up to its own
 /// millisecond grid. The wheel's grid starts on tokio's where tokio's

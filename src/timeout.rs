@@ -48,13 +48,13 @@ use crate::{sleep_until, Sleep};
 #[inline]
 pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoFuture> {
     // Bound when it first waits, so that a future ready at once costs no
-    // lookup; unless a test clock is alive in the process, whose runtime's
-    // deadlines come from that clock, which only the binding knows.
+    // lookup; except on a test runtime's threads, whose default timer's
+    // clock is not tokio's: only the binding reads it.
     #[cfg(not(loom))]
-    let test_clock = crate::test_clock::any();
+    let on_test_clock = crate::test_clock::on_its_thread();
     #[cfg(loom)]
-    let test_clock = false;
-    let (shard, now) = if test_clock {
+    let on_test_clock = false;
+    let (shard, now) = if on_test_clock {
         crate::sleep::bind()
     } else {
         (None, Instant::now())

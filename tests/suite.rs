@@ -1,14 +1,15 @@
-//! The integration tests but the feature-gated ones, one module per file,
-//! in one test binary. Each file used to be a binary of its own, linking
-//! the crate and every dependency again: most of a cold `cargo test`'s
-//! build, and the binaries ran one after another. Here they build once and
-//! their tests run in parallel.
+//! The integration tests, one module per file, in one test binary, but for
+//! the feature-gated ones and `test_clock_leaks.rs` (which counts the
+//! process's threads, file descriptors and memory). Each file used to be a
+//! binary of its own, linking the crate and every dependency again: most of
+//! a cold `cargo test`'s build, and the binaries ran one after another.
+//! Here they build once and their tests run in parallel.
 //!
-//! `Cargo.toml` sets `autotests = false` and declares this binary and the
-//! feature-gated ones (`hyper`, `precise`, `tower`, each with
-//! `required-features`: `tests/features.rs`). A new file in `tests/` is
-//! added below or declared there; `every_test_file_is_built` fails until it
-//! is. One file's tests: `cargo test --test suite sleep::`.
+//! `Cargo.toml` sets `autotests = false` and declares this binary,
+//! `test_clock_leaks` and the feature-gated ones (`hyper`, `precise`,
+//! `tower`, each with `required-features`: `tests/features.rs`). A new file
+//! in `tests/` is added below or declared there; `every_test_file_is_built`
+//! fails until it is. One file's tests: `cargo test --test suite sleep::`.
 
 // `#[path]`: each file is loaded as a directory's `mod.rs` would be, so its
 // own `mod common;` finds `tests/common/mod.rs`. Each file keeps that
@@ -66,6 +67,10 @@ mod sleep;
 mod stress;
 #[path = "test_clock.rs"]
 mod test_clock;
+#[path = "test_clock_idle.rs"]
+mod test_clock_idle;
+#[path = "test_clock_parity.rs"]
+mod test_clock_parity;
 #[path = "timeout.rs"]
 mod timeout;
 #[path = "tokio_parity.rs"]

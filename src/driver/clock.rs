@@ -110,6 +110,18 @@ impl Deadline {
         now.checked_add(duration).map(Deadline::from_instant)
     }
 
+    /// This deadline moved from one clock to another: as far after `to` as
+    /// it is after `from` (at `to`, if it is before `from`).
+    /// [`NEVER`](Deadline::NEVER) stays.
+    pub(crate) fn moved(self, from: Instant, to: Instant) -> Deadline {
+        if self == Deadline::NEVER {
+            return self;
+        }
+        // Each term within 2^71 in magnitude: no `i128` overflow.
+        let remaining = (self.0 - Deadline::from_instant(from).0).max(0);
+        Deadline((Deadline::from_instant(to).0 + remaining).min(Deadline::MAX))
+    }
+
     /// The deadline whose two's complement, in [`BITS`](Deadline::BITS)
     /// bits, is the low bits of `bits` (the rest are ignored).
     #[inline]

@@ -24,7 +24,10 @@
 //! that finds another runtime current starts the count again. A trusted
 //! task's lookups ask tokio nothing: a thread-local read or two, and the
 //! shard's own count. On a current-thread runtime every lookup asks: the
-//! question costs no contention there, and tests enter paused runtimes.
+//! question costs no contention there, and tests enter paused runtimes. On
+//! a `TestRuntime` every lookup asks too: a trusted task of one that made a
+//! sleep inside another runtime's context would bind it to the test clock,
+//! which auto-advance moves at will.
 //!
 //! What the cache cannot see: a trusted task that enters another runtime
 //! (`Handle::enter`, or a nested `block_on`) and makes a default-timer
@@ -58,8 +61,11 @@ struct Cached {
     driver: Weak<Driver>,
     /// This thread's shard of that timer.
     shard: Weak<Shard>,
-    /// That runtime is a multi-thread one.
-    multi_thread: bool,
+    /// The thread may come to trust a task of that runtime: it is a
+    /// multi-thread one, and its default timer follows the real clock (a
+    /// `TestRuntime`'s runs on a test clock, which a sleep made in another
+    /// runtime's context must never read, so its lookups always ask).
+    may_trust: bool,
     /// The task of the last lookup that found this runtime current, and
     /// whether two different tasks in a row have.
     last_task: Option<tokio::task::Id>,
@@ -129,8 +135,9 @@ fn ask_tokio() -> Result<Arc<Shard>, BuildError> {
             let mut cache = cache.borrow_mut();
             let cached = cache.as_mut().filter(|cached| cached.runtime == id)?;
             let shard = cached.shard()?;
-            // A current-thread runtime's lookups always ask: no trust kept.
-            if cached.multi_thread {
+            // A current-thread or test runtime's lookups always ask: no
+            // trust kept.
+            if cached.may_trust {
                 cached.agreed |=
                     task.is_some() && cached.last_task.is_some_and(|last| Some(last) != task);
                 cached.last_task = task;
@@ -170,13 +177,14 @@ fn refill(
 ) -> Result<(Timer, Arc<Shard>), BuildError> {
     let multi_thread = handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread;
     let timer = registered(handle, id)?;
+    let may_trust = multi_thread && !timer.is_manual();
     let shard = timer.driver().home().clone();
     let _ = CACHE.try_with(|cache| {
         *cache.borrow_mut() = Some(Cached {
             runtime: id,
             driver: Arc::downgrade(timer.driver_arc()),
             shard: Arc::downgrade(&shard),
-            multi_thread,
+            may_trust,
             last_task: task,
             agreed: false,
         });

@@ -142,6 +142,11 @@ impl Shard {
         self.source.now()
     }
 
+    /// Whether the shard's clock is a manual one (a test clock's, say).
+    pub(crate) fn is_manual(&self) -> bool {
+        self.source.is_manual()
+    }
+
     pub(crate) fn is_shut_down(&self) -> bool {
         self.shut_down.load(Ordering::Acquire)
     }

@@ -365,6 +365,18 @@ impl Sleep {
         self.state.set(State::Idle);
     }
 
+    /// Binds a default-timer sleep made outside any runtime (its deadline
+    /// counted from tokio's clock) to `shard`, its first runtime's. On a
+    /// manual clock (a `TestRuntime`'s), which is not tokio's, the deadline
+    /// moves to count the time it had left from that clock.
+    fn bind_made_outside(&mut self, shard: Arc<Shard>) {
+        if shard.is_manual() {
+            let moved = self.state.deadline().moved(Instant::now(), shard.now());
+            self.state.set_deadline(moved);
+        }
+        self.shard = Some(shard);
+    }
+
     /// Frees the wheel entry, if this sleep has one: a registered sleep's,
     /// pending or fired (the driver leaves a fired entry to its sleep).
     #[inline(never)]
@@ -517,18 +529,18 @@ impl Sleep {
                 }
             }
             State::Idle => {
-                let deadline = self.state.deadline();
                 if self.shard.is_none() {
                     match registry::default_shard() {
-                        Ok(shard) => self.shard = Some(shard),
+                        Ok(shard) => self.bind_made_outside(shard),
                         // Due already: no timer is needed to say so.
-                        Err(_) if deadline.reached_by(Instant::now()) => {
+                        Err(_) if self.state.deadline().reached_by(Instant::now()) => {
                             self.state.set(State::Elapsed);
                             return Poll::Ready(Ok(()));
                         }
                         Err(e) => no_default_timer(e),
                     }
                 }
+                let deadline = self.state.deadline();
                 let shard = self.shard.as_ref().expect("bound above");
                 let tick = shard.clock().tick_of(deadline);
                 match shard.register(deadline, tick, Some(cx.waker()), false, false) {

@@ -1,0 +1,134 @@
+//! [`TestRuntime::block_on`](super::TestRuntime::block_on)'s future,
+//! counted busy while it is polled and while it is woken and waits to be.
+//!
+//! On a multi-thread runtime `block_on`'s future runs on a thread that is
+//! no worker: no park hook tells when it runs. So the future is wrapped:
+//! while it is polled it counts in `Idle::block_on`, and its waker is
+//! wrapped too, so that from the moment something wakes it until it is
+//! polled again it counts there as well (a task that sends it a message
+//! and parks leaves the runtime busy, not idle). When a poll returns
+//! `Pending` with nothing waking it, every worker may already be parked:
+//! no hook will say the runtime went idle, so this does.
+//!
+//! On a current-thread runtime the thread inside `block_on` also runs the
+//! tasks: it is *driving* from the first poll until it parks, and again
+//! after each unpark (the hooks), until `block_on` returns.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll, Wake, Waker};
+
+use super::idle::Idle;
+
+/// `block_on`'s future, wrapped.
+pub(super) struct Busy<F> {
+    idle: Arc<Idle>,
+    current_thread: bool,
+    future: Pin<Box<F>>,
+    waker: Arc<Woken>,
+}
+
+impl<F> Busy<F> {
+    pub(super) fn new(idle: Arc<Idle>, current_thread: bool, future: F) -> Busy<F> {
+        let waker = Arc::new(Woken {
+            idle: Arc::downgrade(&idle),
+            woken: AtomicBool::new(false),
+            inner: Mutex::new(None),
+        });
+        Busy {
+            idle,
+            current_thread,
+            future: Box::pin(future),
+            waker,
+        }
+    }
+}
+
+/// The waker the wrapped future sees: marks it woken, then wakes
+/// `block_on`.
+struct Woken {
+    idle: std::sync::Weak<Idle>,
+    woken: AtomicBool,
+    /// `block_on`'s own waker, as of the last poll.
+    inner: Mutex<Option<Waker>>,
+}
+
+impl Wake for Woken {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if !self.woken.swap(true, SeqCst) {
+            if let Some(idle) = self.idle.upgrade() {
+                idle.block_on.fetch_add(1, SeqCst);
+                idle.epoch.fetch_add(1, SeqCst);
+            }
+        }
+        let inner = self
+            .inner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if let Some(inner) = inner {
+            inner.wake();
+        }
+    }
+}
+
+impl Woken {
+    /// Counts the future out as woken, if it was: it is being polled.
+    fn taken(&self, idle: &Idle) {
+        if self.woken.swap(false, SeqCst) {
+            idle.block_on.fetch_sub(1, SeqCst);
+        }
+    }
+}
+
+impl<F: Future> Future for Busy<F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let me = &mut *self;
+        me.idle.block_on.fetch_add(1, SeqCst);
+        // What the poll does (a write to a socket) may make a task runnable.
+        me.idle.epoch.fetch_add(1, SeqCst);
+        if me.current_thread {
+            me.idle.set_driving(true);
+        }
+        me.waker.taken(&me.idle);
+        {
+            let mut inner = me
+                .waker
+                .inner
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if !inner.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                *inner = Some(cx.waker().clone());
+            }
+        }
+        let waker = Waker::from(me.waker.clone());
+        let polled = me.future.as_mut().poll(&mut Context::from_waker(&waker));
+        me.idle.block_on.fetch_sub(1, SeqCst);
+        match polled {
+            Poll::Ready(_) => {
+                if me.current_thread {
+                    me.idle.set_driving(false);
+                }
+            }
+            Poll::Pending => me.idle.quiet(),
+        }
+        polled
+    }
+}
+
+impl<F> Drop for Busy<F> {
+    fn drop(&mut self) {
+        self.waker.taken(&self.idle);
+        if self.current_thread {
+            self.idle.set_driving(false);
+        }
+    }
+}

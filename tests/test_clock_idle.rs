@@ -1,0 +1,393 @@
+//! When a `TestRuntime`'s clock may move, scenario by scenario, each beside
+//! its tokio twin on tokio's paused clock where tokio can run the program:
+//! a `block_on` woken by a task, `block_in_place`, loopback I/O under
+//! timeouts, a callback that wakes no task, a sleep made in another
+//! runtime's context, the clock a task reads, advancing by hand, and a
+//! `timeout` that no test runtime elsewhere changes. The clock is read, never
+//! real time; the watchdog (`common::guard`) fails a test that hangs.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{ms, secs};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::runtime::Builder;
+use wheel::{TestClock, TestRuntime};
+
+const WORKERS: [usize; 3] = [1, 2, 4];
+
+fn test_rt(workers: Option<usize>, auto_advance: bool) -> TestRuntime {
+    let clock = TestClock::new().auto_advance(auto_advance);
+    match workers {
+        Some(workers) => clock.build(
+            Builder::new_multi_thread()
+                .worker_threads(workers)
+                .enable_all(),
+        ),
+        None => clock.build(Builder::new_current_thread().enable_all()),
+    }
+    .unwrap()
+}
+
+/// Every flavour a test runtime comes in here: current-thread, then 1, 2
+/// and 4 workers.
+fn flavours() -> impl Iterator<Item = Option<usize>> {
+    std::iter::once(None).chain(WORKERS.map(Some))
+}
+
+/// A task sleeps 10 s while another sleeps 1 s and then sends to
+/// `block_on`'s future: woken, it is busy until polled, so it reads 1 s,
+/// not 10 (tokio's paused clock reads 1 s too).
+#[test]
+fn block_on_woken_by_a_task_sees_the_clock_where_the_task_left_it() {
+    let _guard = common::guard();
+    let program = || async {
+        let start = wheel::now();
+        let _background = tokio::spawn(wheel::sleep(secs(10)));
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
+            wheel::sleep(secs(1)).await;
+            tx.send(()).unwrap();
+        });
+        rx.await.unwrap();
+        wheel::now() - start
+    };
+    for workers in flavours() {
+        let rt = test_rt(workers, true);
+        for _ in 0..50 {
+            assert_eq!(rt.block_on(program()), secs(1), "{workers:?} workers");
+        }
+    }
+    // The twin: tokio's paused clock.
+    let tokio_rt = common::paused_rt();
+    let read = tokio_rt.block_on(async {
+        let start = tokio::time::Instant::now();
+        let _background = tokio::spawn(tokio::time::sleep(secs(10)));
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
+            tokio::time::sleep(secs(1)).await;
+            tx.send(()).unwrap();
+        });
+        rx.await.unwrap();
+        start.elapsed()
+    });
+    assert_eq!(read, secs(1));
+}
+
+/// A task inside `block_in_place` is running: the clock stays put while it
+/// blocks, with a sleeper waiting to be jumped to.
+#[test]
+fn the_clock_stays_put_while_a_task_is_inside_block_in_place() {
+    let _guard = common::guard();
+    for workers in WORKERS {
+        let rt = test_rt(Some(workers), true);
+        for _ in 0..5 {
+            let moved = rt.block_on(async {
+                let _background = tokio::spawn(wheel::sleep(secs(10)));
+                tokio::spawn(async {
+                    let before = wheel::now();
+                    // Long enough for several probes to fire.
+                    tokio::task::block_in_place(|| std::thread::sleep(ms(20)));
+                    wheel::now() - before
+                })
+                .await
+                .unwrap()
+            });
+            assert_eq!(moved, Duration::ZERO, "{workers} workers");
+            // The thread that ran it left the pool and counts no more:
+            // auto-advance goes on (kept 10 s, tokio's default, it would
+            // wait that long).
+            let real = std::time::Instant::now();
+            rt.block_on(wheel::sleep(secs(1)));
+            assert!(real.elapsed() < secs(5), "{workers} workers: stalled");
+        }
+    }
+}
+
+/// 20 pings over 127.0.0.1, each under a 5 s timeout, answered by a task of
+/// the same runtime, with a task asleep for an hour that auto-advance would
+/// jump to: every ping is answered, and the clock does not move.
+async fn ping_pong(timeout: impl Fn(Duration) -> tokio::time::Instant) -> (usize, Duration) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut byte = [0u8];
+        while socket.read_exact(&mut byte).await.is_ok() {
+            socket.write_all(&byte).await.unwrap();
+        }
+    });
+    let _background = tokio::spawn(async { wheel::sleep(secs(3600)).await });
+    let start = timeout(Duration::ZERO);
+    let mut client = tokio::net::TcpStream::connect(address).await.unwrap();
+    let mut answered = 0;
+    for ping in 0..20u8 {
+        let round = async {
+            client.write_all(&[ping]).await.unwrap();
+            let mut pong = [0u8];
+            client.read_exact(&mut pong).await.unwrap();
+            pong[0]
+        };
+        let deadline = timeout(secs(5));
+        let on_time = wheel::timeout_at(deadline, round).await;
+        answered += usize::from(on_time == Ok(ping));
+    }
+    (answered, timeout(Duration::ZERO) - start)
+}
+
+#[test]
+fn loopback_io_ready_is_delivered_before_the_clock_moves() {
+    let _guard = common::guard();
+    for workers in flavours() {
+        let rt = test_rt(workers, true);
+        for _ in 0..5 {
+            let (answered, moved) = rt.block_on(ping_pong(|d| wheel::now() + d));
+            assert_eq!(answered, 20, "{workers:?} workers");
+            assert_eq!(moved, Duration::ZERO, "{workers:?} workers");
+        }
+    }
+    // The twin: tokio's paused clock, with tokio's timeouts.
+    let tokio_rt = Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let (answered, moved) = tokio_rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut byte = [0u8];
+            while socket.read_exact(&mut byte).await.is_ok() {
+                socket.write_all(&byte).await.unwrap();
+            }
+        });
+        let _background = tokio::spawn(tokio::time::sleep(secs(3600)));
+        let start = tokio::time::Instant::now();
+        let mut client = tokio::net::TcpStream::connect(address).await.unwrap();
+        let mut answered = 0;
+        for ping in 0..20u8 {
+            let round = async {
+                client.write_all(&[ping]).await.unwrap();
+                let mut pong = [0u8];
+                client.read_exact(&mut pong).await.unwrap();
+                pong[0]
+            };
+            let on_time = tokio::time::timeout(secs(5), round).await;
+            answered += usize::from(on_time.ok() == Some(ping));
+        }
+        (answered, start.elapsed())
+    });
+    assert_eq!((answered, moved), (20, Duration::ZERO));
+}
+
+/// A callback that wakes no task, or panics, fires, and auto-advance goes
+/// on to the sleep after it.
+#[test]
+fn a_callback_that_wakes_no_task_does_not_stop_auto_advance() {
+    let _guard = common::guard();
+    for workers in [None, Some(2)] {
+        for panics in [false, true] {
+            let rt = test_rt(workers, true);
+            let ran = Arc::new(AtomicUsize::new(0));
+            let counter = ran.clone();
+            rt.timer().schedule(secs(1), move || {
+                counter.fetch_add(1, Ordering::SeqCst);
+                assert!(!panics, "a callback that panics");
+            });
+            let start = rt.now();
+            rt.block_on(async { wheel::sleep(secs(2)).await });
+            assert_eq!(rt.now() - start, secs(2), "{workers:?} workers");
+            assert_eq!(ran.load(Ordering::SeqCst), 1);
+        }
+    }
+}
+
+/// A trusted worker task of a test runtime enters an ordinary runtime and
+/// makes a sleep there: it is that runtime's, on that runtime's clock, and
+/// the test clock jumping ahead does not fire it (tokio: the same).
+#[test]
+// The task handle made in one runtime is awaited in the other.
+#[allow(clippy::async_yields_async)]
+fn a_sleep_made_in_another_runtimes_context_is_never_the_test_clocks() {
+    let _guard = common::guard();
+    let test = test_rt(Some(1), true);
+    let other = Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let other_handle = other.handle().clone();
+    for twin in [false, true] {
+        let other_handle = other_handle.clone();
+        let task = test.block_on(async move {
+            // Two tasks in a row on the worker: it would trust the second.
+            tokio::spawn(async { wheel::sleep(ms(1)).await })
+                .await
+                .unwrap();
+            tokio::spawn(async move {
+                wheel::sleep(ms(1)).await;
+                let _in_other = other_handle.enter();
+                if twin {
+                    other_handle.spawn(async { tokio::time::sleep(secs(2)).await })
+                } else {
+                    other_handle.spawn(wheel::sleep(secs(2)))
+                }
+            })
+            .await
+            .unwrap()
+        });
+        // The test clock races ahead meanwhile.
+        test.handle().spawn(wheel::sleep(secs(3600)));
+        let waited = other.block_on(async {
+            let start = tokio::time::Instant::now();
+            task.await.unwrap();
+            start.elapsed()
+        });
+        assert_eq!(waited, secs(2), "tokio twin: {twin}");
+    }
+}
+
+/// `wheel::now()` reads the test clock, and a deadline counted from it
+/// waits on it after the clock has moved an hour (tokio's twin: the paused
+/// clock's `Instant::now()`); a `timeout` made in `block_on` counts from it
+/// too, and a sleep made outside the runtime counts the time it had left.
+#[test]
+fn a_task_reads_the_test_clock_with_wheel_now() {
+    let _guard = common::guard();
+    let made_outside = wheel::sleep(secs(5));
+    for workers in flavours() {
+        let rt = test_rt(workers, true);
+        let (waited, timed_out_after) = rt.block_on(async {
+            wheel::sleep(secs(3600)).await;
+            let start = wheel::now();
+            wheel::sleep_until(wheel::now() + secs(5)).await;
+            let waited = wheel::now() - start;
+            let start = wheel::now();
+            let timed_out = wheel::timeout(secs(7), std::future::pending::<()>()).await;
+            assert!(timed_out.is_err());
+            (waited, wheel::now() - start)
+        });
+        assert_eq!((waited, timed_out_after), (secs(5), secs(7)), "{workers:?}");
+        assert_eq!(rt.block_on(async { wheel::now() }), rt.now());
+    }
+    let tokio_rt = common::paused_rt();
+    let waited = tokio_rt.block_on(async {
+        tokio::time::sleep(secs(3600)).await;
+        let start = tokio::time::Instant::now();
+        tokio::time::sleep_until(tokio::time::Instant::now() + secs(5)).await;
+        start.elapsed()
+    });
+    assert_eq!(waited, secs(5));
+    // Outside any runtime, `wheel::now()` is tokio's clock.
+    let before = wheel::Instant::now();
+    assert!(wheel::now() >= before);
+    // Made outside, first polled in a test runtime whose clock has moved:
+    // it waits about its 5 s there (less the real time since it was made),
+    // not none.
+    let rt = test_rt(Some(2), true);
+    rt.block_on(async { wheel::sleep(secs(3600)).await });
+    let start = rt.now();
+    rt.block_on(made_outside);
+    let waited = rt.now() - start;
+    assert!(waited > secs(4) && waited <= secs(5), "waited {waited:?}");
+}
+
+/// By hand, as tokio's `advance(d).await`: the advance lets the tasks
+/// spawned or woken before it register first, and those it woke register
+/// their next timers before it returns: no spinning on the stats.
+#[test]
+fn advancing_by_hand_waits_for_tasks_to_register() {
+    let _guard = common::guard();
+    for workers in WORKERS {
+        let rt = test_rt(Some(workers), false);
+        let start = rt.now();
+        let (report, reports) = std::sync::mpsc::channel();
+        for task in 1..=4u64 {
+            let report = report.clone();
+            rt.handle().spawn(async move {
+                for _ in 0..3 {
+                    wheel::sleep(secs(task)).await;
+                    report.send((task, wheel::now())).unwrap();
+                }
+            });
+        }
+        let mut seen = Vec::new();
+        for _ in 0..12 {
+            rt.advance(secs(1));
+            seen.extend(reports.try_iter());
+        }
+        let mut expected: Vec<_> = (1..=4u64)
+            .flat_map(|task| (1..=3).map(move |n| (task, secs(task * n))))
+            .filter(|&(_, at)| at <= secs(12))
+            .collect();
+        expected.sort();
+        let mut seen: Vec<_> = seen.into_iter().map(|(t, at)| (t, at - start)).collect();
+        seen.sort();
+        assert_eq!(seen, expected, "{workers} workers");
+    }
+}
+
+/// The same program on tokio's paused clock and a test runtime's manual
+/// one, advanced inside the runtime: the task's sleep ends at the same
+/// instant on both; the test runtime's advance needs no yield first.
+#[test]
+fn advance_async_inside_the_runtime_as_tokios_advance() {
+    let _guard = common::guard();
+    let tokio_rt = common::paused_rt();
+    let tokio_done = tokio_rt.block_on(async {
+        let task = tokio::spawn(tokio::time::sleep(secs(5)));
+        tokio::task::yield_now().await;
+        tokio::time::advance(secs(5)).await;
+        tokio::task::yield_now().await;
+        task.is_finished()
+    });
+    assert!(tokio_done);
+    for workers in flavours() {
+        let rt = test_rt(workers, false);
+        let done = rt.block_on(async {
+            let task = tokio::spawn(wheel::sleep(secs(5)));
+            rt.advance_async(secs(5)).await;
+            task.is_finished()
+        });
+        assert!(done, "{workers:?} workers");
+    }
+}
+
+#[test]
+#[should_panic(expected = "advance_async")]
+fn advance_inside_the_runtime_panics_naming_the_async_one() {
+    let rt = test_rt(Some(1), false);
+    rt.block_on(async { rt.advance(secs(1)) });
+}
+
+/// A `timeout` made in one ordinary runtime and awaited in another, after
+/// the first is gone, behaves the same with a test runtime alive in the
+/// process as without one.
+#[test]
+// The timeout made in one runtime is awaited in another.
+#[allow(clippy::async_yields_async)]
+fn a_test_runtime_elsewhere_does_not_change_another_runtimes_timeout() {
+    let _guard = common::guard();
+    let run = || {
+        let made_in = Builder::new_current_thread().enable_time().build().unwrap();
+        let timeout =
+            made_in.block_on(async { wheel::timeout(ms(10), std::future::pending::<()>()) });
+        drop(made_in);
+        let awaited_in = common::paused_rt();
+        awaited_in.block_on(async {
+            let start = tokio::time::Instant::now();
+            let out = timeout.await;
+            (out.is_err(), start.elapsed() <= ms(10))
+        })
+    };
+    let without = run();
+    let test = test_rt(Some(2), true);
+    let with = run();
+    drop(test);
+    assert_eq!(without, (true, true));
+    assert_eq!(with, without);
+}
