@@ -1,10 +1,12 @@
-//! A tour of `wheel`: sleep, timeout and interval on the default timer, an
-//! explicit timer with its own tick, and the stats each keeps (with
-//! `--features tower`, tower's request timeout too); then a rough
-//! measure of why one would switch.
+//! A tour of `wheel`: sleep, timeout and interval on the default timer,
+//! tower's request timeout on the wheel, an explicit timer with its own
+//! tick, callbacks, a manual clock and a test clock, and the stats each
+//! timer keeps; then a rough measure of why one would switch.
 //!
-//! Run it with `cargo run --release --example tour`. It uses real time and
-//! takes about two seconds.
+//! Run it with `cargo run --release --features tower --example tour` (the
+//! README's command: `Cargo.toml` declares the example with
+//! `required-features = ["tower"]`, so cargo names the feature if it is
+//! left out). It uses real time and takes about a second.
 
 use std::future::Future;
 use std::pin::pin;
@@ -59,10 +61,7 @@ async fn main() {
     );
 
     // 2b. tower's request timeout on the wheel (feature `tower`).
-    #[cfg(feature = "tower")]
     tower_timeout().await;
-    #[cfg(not(feature = "tower"))]
-    println!("tower:    with --features tower, wheel::tower::TimeoutLayer: tower's request timeout on the wheel");
 
     // 3. interval: five ticks 20 ms apart, skipping any that are missed.
     let mut every = wheel::interval(Duration::from_millis(20));
@@ -167,7 +166,6 @@ async fn main() {
 
 /// A tower service behind `wheel::tower::TimeoutLayer`: a fast handler
 /// answers, a slow one gets tower's own `Elapsed` error.
-#[cfg(feature = "tower")]
 async fn tower_timeout() {
     use tower::{service_fn, BoxError, ServiceBuilder, ServiceExt};
 

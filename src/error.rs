@@ -8,7 +8,11 @@ use std::fmt;
 /// The error returned by [`Timeout`](crate::Timeout) when its deadline passes
 /// before the inner future completes.
 ///
-/// Its message is the same as `tokio::time::error::Elapsed`'s.
+/// Its message is the same as `tokio::time::error::Elapsed`'s, but it is
+/// not that type (tokio's has no public constructor): an error type with
+/// `impl From<tokio::time::error::Elapsed>` needs the same impl for this
+/// one, or a `map_err` where the timeout is awaited, for `?` to compile.
+/// Like tokio's, it converts into an [`std::io::Error`] of kind `TimedOut`.
 ///
 /// # Examples
 ///
@@ -21,6 +25,30 @@ use std::fmt;
 ///     .await
 ///     .unwrap_err();
 /// assert_eq!(err.to_string(), "deadline has elapsed");
+/// # }
+/// ```
+///
+/// An error type of your own, converted into for `?`:
+///
+/// ```
+/// # use std::time::Duration;
+/// #[derive(Debug)]
+/// enum MyError {
+///     Timeout,
+/// }
+/// impl From<wheel::error::Elapsed> for MyError {
+///     fn from(_: wheel::error::Elapsed) -> MyError {
+///         MyError::Timeout
+///     }
+/// }
+///
+/// async fn fetch() -> Result<u32, MyError> {
+///     let answer = wheel::timeout(Duration::from_secs(1), async { 42 }).await?;
+///     Ok(answer)
+/// }
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// # assert_eq!(fetch().await.unwrap(), 42);
 /// # }
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

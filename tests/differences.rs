@@ -70,8 +70,7 @@ fn timers_due_within_a_millisecond_wake_in_deadline_order() {
             for task in tasks {
                 task.await.unwrap();
             }
-            let order = done.lock().unwrap().clone();
-            order
+            done.lock().unwrap().clone()
         })
     }
     assert_eq!(order(tokio::time::sleep), ["late", "early"]);
@@ -158,4 +157,61 @@ fn a_sleep_is_unpin_and_small() {
     unpin::<wheel::Timeout<std::future::Ready<()>>>();
     assert_eq!(std::mem::size_of::<wheel::Sleep>(), 40);
     assert!(std::mem::size_of::<tokio::time::Sleep>() > 40);
+}
+
+/// `wheel::error::Elapsed` is the crate's own type, not tokio's, and tokio's
+/// has no public constructor, so no conversion into it can be written. An
+/// error type that converts from tokio's `Elapsed` (for `?`) needs the same
+/// conversion from the wheel's, or a `map_err` where the timeout is awaited.
+/// Like tokio's, it converts into an `io::Error` of kind `TimedOut`.
+#[test]
+fn elapsed_is_the_crates_own_type_and_converts_as_the_readme_shows() {
+    let _guard = common::guard();
+    use std::any::TypeId;
+    assert_ne!(
+        TypeId::of::<wheel::error::Elapsed>(),
+        TypeId::of::<tokio::time::error::Elapsed>()
+    );
+
+    #[derive(Debug, PartialEq)]
+    enum MyError {
+        Timeout,
+    }
+    impl From<tokio::time::error::Elapsed> for MyError {
+        fn from(_: tokio::time::error::Elapsed) -> MyError {
+            MyError::Timeout
+        }
+    }
+    // What the swap needs beside it (the README's Differences).
+    impl From<wheel::error::Elapsed> for MyError {
+        fn from(_: wheel::error::Elapsed) -> MyError {
+            MyError::Timeout
+        }
+    }
+
+    async fn tokio_question_mark() -> Result<(), MyError> {
+        tokio::time::timeout(ms(5), std::future::pending::<()>()).await?;
+        Ok(())
+    }
+    async fn wheel_question_mark() -> Result<(), MyError> {
+        wheel::timeout(ms(5), std::future::pending::<()>()).await?;
+        Ok(())
+    }
+    async fn wheel_map_err() -> Result<(), MyError> {
+        wheel::timeout(ms(5), std::future::pending::<()>())
+            .await
+            .map_err(|_| MyError::Timeout)?;
+        Ok(())
+    }
+
+    paused_rt().block_on(async {
+        assert_eq!(tokio_question_mark().await, Err(MyError::Timeout));
+        assert_eq!(wheel_question_mark().await, Err(MyError::Timeout));
+        assert_eq!(wheel_map_err().await, Err(MyError::Timeout));
+        let io: std::io::Error = wheel::timeout(ms(5), std::future::pending::<()>())
+            .await
+            .unwrap_err()
+            .into();
+        assert_eq!(io.kind(), std::io::ErrorKind::TimedOut);
+    });
 }

@@ -378,17 +378,10 @@ fn a_build_that_returns_timers_disabled_prints_nothing() {
     let _guard = common::guard();
     const CHILD: &str = "WHEEL_QUIET_BUILD_CHILD";
     if std::env::var_os(CHILD).is_none() {
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "a_build_that_returns_timers_disabled_prints_nothing",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD, "1")
-            .env("RUST_BACKTRACE", "1")
-            .output()
-            .unwrap();
+        let out = common::rerun_alone(
+            &[(CHILD, "1"), ("RUST_BACKTRACE", "1")],
+            &["--test-threads=1"],
+        );
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "child failed: {stderr}");
         assert!(!stderr.contains("timers are disabled"), "{stderr}");
@@ -442,15 +435,7 @@ fn a_runtime_dropped_by_a_thread_local_destructor_does_not_abort() {
     const CHILD: &str = "WHEEL_TLS_DROP_CHILD";
     let Some(clock) = std::env::var_os(CHILD) else {
         for clock in ["real", "paused"] {
-            let out = std::process::Command::new(std::env::current_exe().unwrap())
-                .args([
-                    "--exact",
-                    "a_runtime_dropped_by_a_thread_local_destructor_does_not_abort",
-                    "--nocapture",
-                ])
-                .env(CHILD, clock)
-                .output()
-                .unwrap();
+            let out = common::rerun_alone(&[(CHILD, clock)], &[]);
             assert!(
                 out.status.success(),
                 "child on the {clock} clock failed: {:?}\n{}",

@@ -18,7 +18,7 @@
 //! test` it runs small: 64 tasks for 2 seconds. Run it large with
 //!
 //! ```sh
-//! WHEEL_STRESS_TASKS=2000 WHEEL_STRESS_SECS=120 cargo test --release --test stress -- --nocapture
+//! WHEEL_STRESS_TASKS=2000 WHEEL_STRESS_SECS=120 cargo test --release --test suite stress:: -- --nocapture
 //! ```
 //!
 //! Each task draws its steps from its own xorshift generator, seeded from

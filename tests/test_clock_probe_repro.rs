@@ -7,8 +7,8 @@
 //! probe was lost, which could stop auto-advance for good. `arm` now arms
 //! it again. Ignored: it takes 40 s, and how often it met the defect
 //! depended on the machine's load (3 of 14 runs on a loaded 2-core
-//! machine). Run it with `cargo test --test test_clock_probe_repro --
-//! --ignored`.
+//! machine). Run it with `cargo test --test suite test_clock_probe_repro
+//! -- --ignored`.
 //!
 //! The repro loads the machine (spinning threads, and test runtimes
 //! stepping their clocks) and builds 4-worker test runtimes meanwhile, for

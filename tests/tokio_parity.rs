@@ -69,8 +69,7 @@ differential!(zero_sleep_after_clock_moved_without_timers, |t| {
 differential!(past_sleep_until_first_poll, |t| {
     tokio::time::advance(ms(100)).await;
     let mut s = pin!(t::sleep_until(t::Instant::now() - ms(50)));
-    let first = futures::poll!(s.as_mut()).is_ready();
-    first
+    futures::poll!(s.as_mut()).is_ready()
 });
 
 differential!(timeout_zero_pending_first_poll, |t| {
@@ -416,8 +415,7 @@ differential!(wake_order_same_deadline, |t| {
     for h in hs {
         h.await.unwrap();
     }
-    let v = log.lock().unwrap().clone();
-    v
+    log.lock().unwrap().clone()
 });
 
 differential!(advance_wakes_many_tasks_before_returning, |t| {

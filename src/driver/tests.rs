@@ -178,8 +178,7 @@ fn only_a_paused_clock_has_its_alarm_disarmed_when_the_shard_empties() {
             // The runtime's next turn runs the sentinel, if it was asked.
             tokio::task::yield_now().await;
             tokio::task::yield_now().await;
-            let wake_at = shard.lock().wake_at;
-            wake_at
+            shard.lock().wake_at
         });
         assert_eq!(promise == NEVER, paused, "paused: {paused}");
     }

@@ -141,6 +141,26 @@ pub fn drain_queue<T>(queue: &mut Spawn<DelayQueue<T>>) -> Vec<T> {
 }
 
 /// A deterministic pseudo-random stream (splitmix64).
+/// Runs this test alone again in a child process of the same test binary,
+/// with `envs` set, and returns its output once it has checked that the
+/// child ran exactly this one test (a name that matched nothing would pass
+/// with none run).
+pub fn rerun_alone(envs: &[(&str, &str)], args: &[&str]) -> std::process::Output {
+    let name = this_test();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", name.as_str(), "--nocapture"])
+        .args(args)
+        .envs(envs.iter().copied())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !out.status.success() || stdout.contains("running 1 test"),
+        "the child did not run {name} alone: {stdout}"
+    );
+    out
+}
+
 pub fn splitmix(state: &mut u64) -> u64 {
     *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
     let mut z = *state;
@@ -168,7 +188,11 @@ pub const WALL_LIMIT: Duration = Duration::from_secs(60);
 /// tokio time passes first. On a paused clock, a wheel timer that never
 /// fires lets auto-advance reach `limit` at once.
 #[track_caller]
-pub fn within<F: Future>(what: &str, limit: Duration, fut: F) -> impl Future<Output = F::Output> {
+pub fn within<F: Future>(
+    what: &str,
+    limit: Duration,
+    fut: F,
+) -> impl Future<Output = F::Output> + use<F> {
     let caller = std::panic::Location::caller();
     let what = what.to_owned();
     async move {
@@ -192,8 +216,9 @@ fn hung(what: &str, after: &str) -> ! {
     std::process::exit(101)
 }
 
-/// The test this thread runs (libtest names the thread after it).
-fn this_test() -> String {
+/// The test this thread runs (libtest names the thread after it): its
+/// full name in its binary, `explicit_timers::...` in `tests/suite.rs`.
+pub fn this_test() -> String {
     std::thread::current()
         .name()
         .unwrap_or("a test on an unnamed thread")
