@@ -204,3 +204,18 @@ fn the_test_clock_is_its_runtimes_alone() {
     drop(rt);
     assert!(ours.is_shut_down());
 }
+
+/// The test clock's tick is the one asked for: a sleep rounds up to it,
+/// and advancing to it lands at its end.
+#[test]
+fn the_test_clock_has_the_tick_it_was_given() {
+    let _guard = common::guard();
+    let rt = TestClock::new()
+        .tick(ms(10))
+        .auto_advance(true)
+        .build(Builder::new_multi_thread().worker_threads(1).enable_all())
+        .unwrap();
+    let start = rt.now();
+    rt.block_on(wheel::sleep(ms(15)));
+    assert_eq!(rt.now() - start, ms(20));
+}
