@@ -219,3 +219,16 @@ fn the_test_clock_has_the_tick_it_was_given() {
     rt.block_on(wheel::sleep(ms(15)));
     assert_eq!(rt.now() - start, ms(20));
 }
+
+/// A test runtime shows its flavour, auto-advance and timer.
+#[test]
+fn a_test_runtime_is_readably_debug() {
+    let rt = TestClock::new()
+        .auto_advance(true)
+        .build(Builder::new_current_thread().enable_all())
+        .unwrap();
+    let shown = format!("{rt:?}");
+    for part in ["TestRuntime", "CurrentThread", "auto_advance: true", "timer"] {
+        assert!(shown.contains(part), "{shown}");
+    }
+}
