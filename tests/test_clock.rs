@@ -228,7 +228,12 @@ fn a_test_runtime_is_readably_debug() {
         .build(Builder::new_current_thread().enable_all())
         .unwrap();
     let shown = format!("{rt:?}");
-    for part in ["TestRuntime", "CurrentThread", "auto_advance: true", "timer"] {
+    for part in [
+        "TestRuntime",
+        "CurrentThread",
+        "auto_advance: true",
+        "timer",
+    ] {
         assert!(shown.contains(part), "{shown}");
     }
 }

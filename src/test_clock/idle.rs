@@ -223,23 +223,14 @@ impl Idle {
         std::ptr::from_ref(self) as usize
     }
 
-    /// tokio's `on_thread_start`: a thread of the runtime, running.
+    /// tokio's `on_thread_start`: a thread of the runtime, running. (Its
+    /// `on_thread_stop` is [`parked`](Idle::parked).)
     pub(super) fn thread_started(&self) {
-        THREAD.with(|thread| thread.set((self.me(), true)));
-        self.running.fetch_add(1, SeqCst);
-        self.epoch.fetch_add(1, SeqCst);
+        THREAD.with(|thread| thread.set((self.me(), false)));
+        self.unparked();
     }
 
-    /// tokio's `on_thread_stop`.
-    pub(super) fn thread_stopped(&self) {
-        if THREAD.with(Cell::get) == (self.me(), true) {
-            THREAD.with(|thread| thread.set((self.me(), false)));
-            self.running.fetch_sub(1, SeqCst);
-            self.quiet();
-        }
-    }
-
-    /// tokio's `on_thread_park`.
+    /// tokio's `on_thread_park`, and `on_thread_stop`.
     pub(super) fn parked(&self) {
         self.count_running(false);
         self.quiet();

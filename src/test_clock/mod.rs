@@ -142,7 +142,7 @@ impl TestClock {
             // that ran `block_in_place` is counted running until then.
             .thread_keep_alive(Duration::ZERO)
             .on_thread_start(move || start.thread_started())
-            .on_thread_stop(move || stop.thread_stopped())
+            .on_thread_stop(move || stop.parked())
             .on_thread_park(move || park.parked())
             .on_thread_unpark(move || unpark.unparked())
             .build()?;
