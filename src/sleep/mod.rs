@@ -365,11 +365,14 @@ impl Sleep {
         self.state.set(State::Idle);
     }
 
-    /// Binds a default-timer sleep made outside any runtime (its deadline
-    /// counted from tokio's clock) to `shard`, its first runtime's. On a
-    /// manual clock (a `TestRuntime`'s), which is not tokio's, the deadline
-    /// moves to count the time it had left from that clock.
-    fn bind_made_outside(&mut self, shard: Arc<Shard>) {
+    /// Binds a default-timer sleep not bound when made to `shard`, the
+    /// default timer's of the runtime it first registers in. Its deadline
+    /// was counted from tokio's clock: it was made outside any runtime, or
+    /// it is a `timeout`'s, made off a test runtime's threads (see
+    /// `timeout`). On a manual clock (a `TestRuntime`'s), which is not
+    /// tokio's, the deadline moves to count the time it had left from that
+    /// clock.
+    fn bind_late(&mut self, shard: Arc<Shard>) {
         if shard.is_manual() {
             let moved = self.state.deadline().moved(Instant::now(), shard.now());
             self.state.set_deadline(moved);
@@ -531,7 +534,7 @@ impl Sleep {
             State::Idle => {
                 if self.shard.is_none() {
                     match registry::default_shard() {
-                        Ok(shard) => self.bind_made_outside(shard),
+                        Ok(shard) => self.bind_late(shard),
                         // Due already: no timer is needed to say so.
                         Err(_) if self.state.deadline().reached_by(Instant::now()) => {
                             self.state.set(State::Elapsed);
