@@ -47,18 +47,9 @@ use crate::{sleep_until, Sleep};
 /// ```
 #[inline]
 pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoFuture> {
-    // Bound when it first waits, so that a future ready at once costs no
-    // lookup; except on a test runtime's threads, whose default timer's
-    // clock is not tokio's: only the binding reads it.
-    #[cfg(not(loom))]
-    let on_test_clock = crate::test_clock::on_its_thread();
-    #[cfg(loom)]
-    let on_test_clock = false;
-    let (shard, now) = if on_test_clock {
-        crate::sleep::bind()
-    } else {
-        (None, Instant::now())
-    };
+    // Bound where it is made, as a sleep is: its deadline counts from the
+    // clock of the timer it belongs to.
+    let (shard, now) = crate::sleep::bind();
     let deadline = Deadline::checked_after(now, duration).unwrap_or(Deadline::NEVER);
     Timeout::new(future.into_future(), Sleep::at(shard, deadline))
 }

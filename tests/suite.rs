@@ -21,6 +21,8 @@
 
 #[path = "bad_input.rs"]
 mod bad_input;
+#[path = "binding_rule.rs"]
+mod binding_rule;
 #[path = "bounded_work.rs"]
 mod bounded_work;
 #[path = "callbacks.rs"]

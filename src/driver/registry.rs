@@ -8,34 +8,20 @@
 //! registry holds the timer until the runtime shuts down; the timer's
 //! shutdown removes it.
 //!
-//! Asking tokio which runtime is current (`Handle::try_current`) clones the
-//! runtime's handle: an atomic add and subtract on a count every worker
-//! touches, about 100 ns when two busy workers take turns at it. So each
-//! thread caches its shard of the last runtime's default timer, weakly (a
-//! shut-down runtime's timer is not kept alive), and the one *task* whose
-//! lookups it may answer without asking. A task never changes runtime
-//! (tokio's task ids are unique in the process), but what is current inside
-//! it can: `Handle::enter` of another runtime, or a `block_on` nested in
-//! `block_in_place` or `spawn_blocking`, whose future runs under the
-//! enclosing task's id. So the cache trusts a task only once the thread has
-//! seen two different tasks in a row find the same multi-thread runtime
-//! current (its workers' tasks do; a task that keeps entering another
-//! runtime does not, as its lookups all come from one task), and a lookup
-//! that finds another runtime current starts the count again. A trusted
-//! task's lookups ask tokio nothing: a thread-local read or two, and the
-//! shard's own count. On a current-thread runtime every lookup asks: the
-//! question costs no contention there, and tests enter paused runtimes. On
-//! a `TestRuntime` every lookup asks too: a trusted task of one that made a
-//! sleep inside another runtime's context would bind it to the test clock,
-//! which auto-advance moves at will.
-//!
-//! What the cache cannot see: a trusted task that enters another runtime
-//! (`Handle::enter`, or a nested `block_on`) and makes a default-timer
-//! sleep there gets its own runtime's timer, and its clock: a multi-thread
-//! runtime's, the real one, so the sleep is never early on either. Its
-//! next task's lookup on the thread asks tokio again.
+//! The binding rule: a timer made inside a runtime's context belongs to
+//! that runtime's default timer. Every lookup asks tokio which runtime is
+//! current (`Handle::try_current`), whatever the thread or task has seen
+//! before, so `Handle::enter`, `block_in_place`, `spawn_blocking` and a
+//! nested `block_on` all get the runtime whose context they are in. Asking
+//! clones the runtime's handle: an atomic add and subtract on a count every
+//! worker touches, which tokio's own `Sleep` pays too. What the cache saves
+//! is the rest: each thread keeps its shard of the last runtime's default
+//! timer, weakly (a shut-down runtime's timer is not kept alive), keyed by
+//! that runtime's id, so a lookup for the same runtime touches the registry's
+//! lock and map not at all, and the shard's own count, which only this
+//! thread's timers touch, once.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -61,97 +47,36 @@ struct Cached {
     driver: Weak<Driver>,
     /// This thread's shard of that timer.
     shard: Weak<Shard>,
-    /// The thread may come to trust a task of that runtime: it is a
-    /// multi-thread one, and its default timer follows the real clock (a
-    /// `TestRuntime`'s runs on a test clock, which a sleep made in another
-    /// runtime's context must never read, so its lookups always ask).
-    may_trust: bool,
-    /// The task of the last lookup that found this runtime current, and
-    /// whether two different tasks in a row have.
-    last_task: Option<tokio::task::Id>,
-    agreed: bool,
 }
 
 thread_local! {
     static CACHE: RefCell<Option<Cached>> = const { RefCell::new(None) };
-    /// The task whose lookups the cache answers without asking tokio: see
-    /// the module's docs. Apart from the cache, so that the fast path is
-    /// one compare.
-    static TRUSTED: Cell<Option<tokio::task::Id>> = const { Cell::new(None) };
 }
 
 /// The calling thread's shard of the current runtime's default timer,
 /// creating the timer on first use.
+#[inline]
 pub(crate) fn default_shard() -> Result<Arc<Shard>, BuildError> {
-    lookup().map(|(shard, _)| shard)
+    let handle = Handle::try_current().map_err(|_| BuildError::no_runtime())?;
+    let id = handle.id();
+    match with_cache(|cached| (cached.runtime == id).then(|| cached.shard()).flatten()) {
+        Some(shard) => Ok(shard),
+        None => refill(handle, id).map(|(_, shard)| shard),
+    }
 }
 
 /// [`default_shard`], and the time on that timer's clock, read as a sleep
-/// made now reads its deadline's start.
+/// made now reads its deadline's start: a test clock's (a `TestRuntime`'s),
+/// else tokio's, inside the runtime just found current.
 #[inline]
 pub(crate) fn default_binding() -> Result<(Arc<Shard>, Instant), BuildError> {
-    let (shard, asked) = lookup()?;
-    let now = if shard.source.is_manual() {
-        // A test clock's (a `TestRuntime`'s).
+    let shard = default_shard()?;
+    let now = if shard.is_manual() {
         shard.now()
-    } else if asked {
-        // Inside the runtime found current, whose clock this reads.
-        Instant::now()
     } else {
-        // A multi-thread runtime's clock is the real one, whatever context
-        // the trusted task may have entered.
-        Instant::from_std(std::time::Instant::now())
+        Instant::now()
     };
     Ok((shard, now))
-}
-
-/// [`default_shard`], and whether tokio was asked which runtime is current
-/// (so that its clock is the one `Instant::now` reads). No clock is read:
-/// a sleep until a deadline needs none.
-#[inline]
-fn lookup() -> Result<(Arc<Shard>, bool), BuildError> {
-    // Whom this thread trusts first: on a current-thread runtime, no one,
-    // and the task's id need not be read.
-    let trusted = TRUSTED
-        .try_with(Cell::get)
-        .ok()
-        .flatten()
-        .is_some_and(|trusted| tokio::task::try_id() == Some(trusted));
-    Ok(match trusted.then(|| with_cache(Cached::shard)).flatten() {
-        Some(shard) => (shard, false),
-        None => (ask_tokio()?, true),
-    })
-}
-
-/// [`default_shard`] for a lookup the cache may not answer: asks tokio
-/// which runtime is current, and decides whether to trust the task.
-#[inline(never)]
-fn ask_tokio() -> Result<Arc<Shard>, BuildError> {
-    let handle = Handle::try_current().map_err(|_| BuildError::no_runtime())?;
-    let id = handle.id();
-    let task = tokio::task::try_id();
-    let cached = CACHE
-        .try_with(|cache| {
-            let mut cache = cache.borrow_mut();
-            let cached = cache.as_mut().filter(|cached| cached.runtime == id)?;
-            let shard = cached.shard()?;
-            // A current-thread or test runtime's lookups always ask: no
-            // trust kept.
-            if cached.may_trust {
-                cached.agreed |=
-                    task.is_some() && cached.last_task.is_some_and(|last| Some(last) != task);
-                cached.last_task = task;
-                let trusted = cached.agreed.then_some(task).flatten();
-                let _ = TRUSTED.try_with(|trust| trust.set(trusted));
-            }
-            Some(shard)
-        })
-        .ok()
-        .flatten();
-    match cached {
-        Some(shard) => Ok(shard),
-        None => refill(handle, id, task).map(|(_, shard)| shard),
-    }
 }
 
 /// The current runtime's default timer, creating it on first use.
@@ -164,32 +89,22 @@ pub(crate) fn current() -> Result<Timer, BuildError> {
     });
     match cached {
         Some(driver) => Ok(Timer::from_driver(driver)),
-        None => refill(handle, id, None).map(|(timer, _)| timer),
+        None => refill(handle, id).map(|(timer, _)| timer),
     }
 }
 
 /// Runtime `id`'s default timer from the registry (or a new one), and this
-/// thread's shard of it, now in the cache, found by `task`, trusting none.
-fn refill(
-    handle: Handle,
-    id: Id,
-    task: Option<tokio::task::Id>,
-) -> Result<(Timer, Arc<Shard>), BuildError> {
-    let multi_thread = handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread;
+/// thread's shard of it, now in the cache.
+fn refill(handle: Handle, id: Id) -> Result<(Timer, Arc<Shard>), BuildError> {
     let timer = registered(handle, id)?;
-    let may_trust = multi_thread && !timer.is_manual();
     let shard = timer.driver().home().clone();
     let _ = CACHE.try_with(|cache| {
         *cache.borrow_mut() = Some(Cached {
             runtime: id,
             driver: Arc::downgrade(timer.driver_arc()),
             shard: Arc::downgrade(&shard),
-            may_trust,
-            last_task: task,
-            agreed: false,
         });
     });
-    let _ = TRUSTED.try_with(|trust| trust.set(None));
     Ok((timer, shard))
 }
 
@@ -324,109 +239,6 @@ mod tests {
             !installed(id),
             "the registry still holds a dropped test runtime's timer"
         );
-    }
-
-    /// The task the thread trusts, if any.
-    fn trusted() -> Option<tokio::task::Id> {
-        TRUSTED.with(Cell::get)
-    }
-
-    #[test]
-    fn a_worker_trusts_a_task_once_two_tasks_have_found_its_runtime() {
-        let _watchdog = crate::driver::tests::watchdog();
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_time()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            tokio::spawn(async {
-                let first = default_shard().unwrap();
-                let _ = default_shard().unwrap();
-                assert_eq!(trusted(), None, "one task alone is not trusted");
-                first
-            })
-            .await
-            .unwrap();
-            let first = tokio::spawn(async {
-                let shard = default_shard().unwrap();
-                assert_eq!(trusted(), tokio::task::try_id(), "the second task is");
-                let again = with_cache(Cached::shard).unwrap();
-                assert!(Arc::ptr_eq(&shard, &again));
-                shard
-            })
-            .await
-            .unwrap();
-            // The thread `block_on` runs on is no worker: it asks each time.
-            let _ = default_shard().unwrap();
-            assert_eq!(trusted(), None);
-            drop(first);
-        });
-    }
-
-    /// A trusted task that enters another runtime and asks there is not
-    /// answered from the cache for that runtime's timer afterwards: its
-    /// lookups come from one task, and the thread trusts no one then.
-    #[test]
-    fn entering_another_runtime_does_not_rebind_its_workers() {
-        let _watchdog = crate::driver::tests::watchdog();
-        let rt = |flavor_multi: bool| {
-            let mut builder = if flavor_multi {
-                tokio::runtime::Builder::new_multi_thread()
-            } else {
-                tokio::runtime::Builder::new_current_thread()
-            };
-            builder.worker_threads(1).enable_time().build().unwrap()
-        };
-        let (one, two) = (rt(true), rt(true));
-        let two_handle = two.handle().clone();
-        let theirs = two.block_on(async {
-            tokio::spawn(async { default_shard().unwrap() })
-                .await
-                .unwrap()
-        });
-        one.block_on(async move {
-            for _ in 0..2 {
-                tokio::spawn(async { drop(default_shard().unwrap()) })
-                    .await
-                    .unwrap();
-            }
-            // A task that enters the other runtime first: its lookups there
-            // get that runtime's timer, and after it, its own.
-            let theirs_too = theirs.clone();
-            let two_too = two_handle.clone();
-            tokio::spawn(async move {
-                for _ in 0..3 {
-                    let _in_two = two_too.enter();
-                    let entered = default_shard().unwrap();
-                    assert!(
-                        Arc::ptr_eq(&entered, &theirs_too),
-                        "not the entered runtime's"
-                    );
-                }
-                let own = default_shard().unwrap();
-                assert!(!Arc::ptr_eq(&own, &theirs_too));
-                for _ in 0..3 {
-                    assert!(
-                        Arc::ptr_eq(&own, &default_shard().unwrap()),
-                        "bound to the other"
-                    );
-                }
-            })
-            .await
-            .unwrap();
-            // What the cache cannot see (the module's docs): a trusted task
-            // entering another runtime gets its own runtime's timer.
-            tokio::spawn(async move {
-                let own = default_shard().unwrap();
-                assert_eq!(trusted(), tokio::task::try_id());
-                let _in_two = two_handle.enter();
-                assert!(Arc::ptr_eq(&own, &default_shard().unwrap()));
-                assert!(!Arc::ptr_eq(&own, &theirs));
-            })
-            .await
-            .unwrap();
-        });
     }
 
     /// On a current-thread runtime the cache asks tokio every time, so a

@@ -38,12 +38,13 @@ use state::{Packed, State};
 /// just passed may complete at once where tokio's waits for its next
 /// millisecond.
 ///
-/// Made inside a runtime's context, the sleep belongs to that runtime's
-/// default timer, and its deadline counts from that runtime's clock, as
-/// tokio's does; see the README's Differences for the one case a task of a
-/// multi-thread runtime inside another's `Handle::enter` differs. Made
-/// outside any runtime (where tokio's panics), it is bound to the default
-/// timer of the runtime it is first polled (or reset) in.
+/// **The binding rule:** a sleep (or `timeout`, or `interval`) made inside
+/// a runtime's context belongs to that runtime's default timer, and its
+/// deadline counts from that timer's clock, as tokio's does, whatever
+/// thread or task makes it (`Handle::enter`, `block_in_place`,
+/// `spawn_blocking` and a nested `block_on` included). Made outside any
+/// runtime (where tokio's panics), it is bound to the default timer of the
+/// runtime it is first polled (or reset) in.
 ///
 /// # Panics
 ///
@@ -365,13 +366,11 @@ impl Sleep {
         self.state.set(State::Idle);
     }
 
-    /// Binds a default-timer sleep not bound when made to `shard`, the
+    /// Binds a default-timer sleep made outside any runtime to `shard`, the
     /// default timer's of the runtime it first registers in. Its deadline
-    /// was counted from tokio's clock: it was made outside any runtime, or
-    /// it is a `timeout`'s, made off a test runtime's threads (see
-    /// `timeout`). On a manual clock (a `TestRuntime`'s), which is not
-    /// tokio's, the deadline moves to count the time it had left from that
-    /// clock.
+    /// was counted from tokio's clock; on a manual clock (a `TestRuntime`'s),
+    /// which is not tokio's, it moves to count the time it had left from
+    /// that clock.
     fn bind_late(&mut self, shard: Arc<Shard>) {
         if shard.is_manual() {
             let moved = self.state.deadline().moved(Instant::now(), shard.now());

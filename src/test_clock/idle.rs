@@ -98,35 +98,6 @@ thread_local! {
     /// The runtime (its `Idle`'s address) whose thread this is, and whether
     /// the thread is counted running.
     static THREAD: Cell<(usize, bool)> = const { Cell::new((0, false)) };
-    /// How many `TestRuntime::block_on` calls this thread is inside.
-    static IN_BLOCK_ON: Cell<u32> = const { Cell::new(0) };
-}
-
-/// Whether the calling thread is a test runtime's, or inside one's
-/// `block_on`: where a `timeout` reads its deadline from the default
-/// timer's clock when made, not from tokio's. A thread-local, so that no
-/// other runtime's `timeout` pays for, or changes with, a test runtime
-/// elsewhere in the process.
-#[inline]
-pub(crate) fn on_its_thread() -> bool {
-    THREAD.with(|thread| thread.get().0 != 0) || IN_BLOCK_ON.with(|depth| depth.get() != 0)
-}
-
-/// Counts the calling thread inside a `TestRuntime::block_on` while it
-/// lives.
-pub(super) struct InBlockOn(());
-
-impl InBlockOn {
-    pub(super) fn enter() -> InBlockOn {
-        IN_BLOCK_ON.with(|depth| depth.set(depth.get() + 1));
-        InBlockOn(())
-    }
-}
-
-impl Drop for InBlockOn {
-    fn drop(&mut self) {
-        IN_BLOCK_ON.with(|depth| depth.set(depth.get() - 1));
-    }
 }
 
 /// What tells whether a test runtime is idle, and moves its clock when it

@@ -25,7 +25,6 @@ use tokio::time::Instant;
 use crate::driver::registry;
 use crate::Timer;
 use block_on::Busy;
-pub(crate) use idle::on_its_thread;
 use idle::Idle;
 
 /// Builds a [`TestRuntime`]: a tokio runtime whose default timer runs on a
@@ -224,7 +223,6 @@ impl TestRuntime {
     /// ```
     pub fn block_on<F: Future>(&self, future: F) -> F::Output {
         let current_thread = self.handle().runtime_flavor() == RuntimeFlavor::CurrentThread;
-        let _inside = idle::InBlockOn::enter();
         self.runtime()
             .block_on(Busy::new(self.idle.clone(), current_thread, future))
     }
