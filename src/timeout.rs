@@ -6,11 +6,12 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use pin_project_lite::pin_project;
+use tokio::runtime::Id;
 use tokio::time::Instant;
 
-use crate::driver::Deadline;
+use crate::driver::{registry, Deadline};
 use crate::error::Elapsed;
-use crate::{sleep_until, Sleep};
+use crate::Sleep;
 
 /// Requires `future` to complete within `duration`, on the current runtime's
 /// default timer.
@@ -22,6 +23,11 @@ use crate::{sleep_until, Sleep};
 /// `Timeout` (or handed back by [`Timeout::into_inner`]), as tokio's is. A `duration` too long for `Instant::now() +
 /// duration` to exist (`Duration::MAX`) means no deadline: the timeout
 /// never expires and never touches the timer, as with tokio's.
+///
+/// Made inside a runtime's context, it belongs to that runtime's default
+/// timer, and its deadline counts from that timer's clock from when it is
+/// made (see [`sleep`](crate::sleep()) on the binding rule); it takes its
+/// shard of that timer when it first waits.
 ///
 /// # Panics
 ///
@@ -47,11 +53,12 @@ use crate::{sleep_until, Sleep};
 /// ```
 #[inline]
 pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoFuture> {
-    // Bound where it is made, as a sleep is: its deadline counts from the
-    // clock of the timer it belongs to.
-    let (shard, now) = crate::sleep::bind();
+    let (made_in, now) = match registry::default_runtime() {
+        Ok((id, now)) => (Some(id), now),
+        Err(_) => (None, Instant::now()),
+    };
     let deadline = Deadline::checked_after(now, duration).unwrap_or(Deadline::NEVER);
-    Timeout::new(future.into_future(), Sleep::at(shard, deadline))
+    Timeout::made_in(future.into_future(), made_in, Sleep::at(None, deadline))
 }
 
 /// Requires `future` to complete before `deadline`; see [`timeout`].
@@ -74,7 +81,9 @@ pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoF
 /// # }
 /// ```
 pub fn timeout_at<F: IntoFuture>(deadline: Instant, future: F) -> Timeout<F::IntoFuture> {
-    Timeout::new(future.into_future(), sleep_until(deadline))
+    let made_in = registry::default_runtime().ok().map(|(id, _)| id);
+    let deadline = Deadline::from_instant(deadline);
+    Timeout::made_in(future.into_future(), made_in, Sleep::at(None, deadline))
 }
 
 pin_project! {
@@ -101,12 +110,24 @@ pin_project! {
         #[pin]
         value: T,
         delay: Sleep,
+        // The runtime whose default timer it belongs to (made in its
+        // context), until it first waits: its delay is then bound to this
+        // thread's shard of that timer.
+        made_in: Option<Id>,
     }
 }
 
 impl<T> Timeout<T> {
     pub(crate) fn new(value: T, delay: Sleep) -> Timeout<T> {
-        Timeout { value, delay }
+        Timeout::made_in(value, None, delay)
+    }
+
+    fn made_in(value: T, made_in: Option<Id>, delay: Sleep) -> Timeout<T> {
+        Timeout {
+            value,
+            delay,
+            made_in,
+        }
     }
 
     /// The inner future.
@@ -168,6 +189,9 @@ impl<T: Future> Future for Timeout<T> {
         if me.delay.never_fires() {
             // No deadline (`Duration::MAX`): no timer is involved.
             return Poll::Pending;
+        }
+        if let Some(id) = me.made_in.take() {
+            me.delay.bind_to(registry::shard_of(id));
         }
         // If the inner future spent the task's last unit of tokio's budget,
         // the delay is still looked at, without one (as tokio's `Timeout`

@@ -47,6 +47,8 @@ struct Cached {
     driver: Weak<Driver>,
     /// This thread's shard of that timer.
     shard: Weak<Shard>,
+    /// Whether that timer runs on a test clock (a `TestRuntime`'s).
+    manual: bool,
 }
 
 thread_local! {
@@ -79,6 +81,37 @@ pub(crate) fn default_binding() -> Result<(Arc<Shard>, Instant), BuildError> {
     Ok((shard, now))
 }
 
+/// The current runtime, whose default timer a `Timeout` made now belongs
+/// to, and the time on that timer's clock; the shard waits for the first
+/// wait ([`shard_of`]), so that a timeout whose future is ready at once
+/// touches no count of the timer's.
+#[inline]
+pub(crate) fn default_runtime() -> Result<(Id, Instant), BuildError> {
+    let handle = Handle::try_current().map_err(|_| BuildError::no_runtime())?;
+    let id = handle.id();
+    let manual = match with_cache(|cached| (cached.runtime == id).then_some(cached.manual)) {
+        Some(manual) => manual,
+        None => refill(handle, id)?.0.is_manual(),
+    };
+    let now = if manual {
+        default_shard()?.now()
+    } else {
+        Instant::now()
+    };
+    Ok((id, now))
+}
+
+/// This thread's shard of runtime `id`'s default timer, for a `Timeout`
+/// made in that runtime's context ([`default_runtime`]): none if that
+/// runtime, or its timer, has shut down since.
+#[inline]
+pub(crate) fn shard_of(id: Id) -> Option<Arc<Shard>> {
+    with_cache(|cached| (cached.runtime == id).then(|| cached.shard()).flatten()).or_else(|| {
+        let timer = registry().as_ref()?.get(&id)?.clone();
+        (!timer.is_shut_down()).then(|| timer.driver().home().clone())
+    })
+}
+
 /// The current runtime's default timer, creating it on first use.
 pub(crate) fn current() -> Result<Timer, BuildError> {
     let handle = Handle::try_current().map_err(|_| BuildError::no_runtime())?;
@@ -103,6 +136,7 @@ fn refill(handle: Handle, id: Id) -> Result<(Timer, Arc<Shard>), BuildError> {
             runtime: id,
             driver: Arc::downgrade(timer.driver_arc()),
             shard: Arc::downgrade(&shard),
+            manual: timer.is_manual(),
         });
     });
     Ok((timer, shard))

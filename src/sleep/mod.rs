@@ -379,6 +379,21 @@ impl Sleep {
         self.shard = Some(shard);
     }
 
+    /// Binds a default-timer sleep to `shard`, its timer's shard for this
+    /// thread (a `Timeout`'s, bound to its runtime when made and to a shard
+    /// when it first waits); `None` if that timer has shut down since, which
+    /// the sleep then reports as a sleep of a shut-down timer does.
+    pub(crate) fn bind_to(&mut self, shard: Option<Arc<Shard>>) {
+        debug_assert!(self.shard.is_none() && !self.state.is_registered());
+        match shard {
+            Some(shard) => self.shard = Some(shard),
+            None if self.state.deadline().reached_by(Instant::now()) => {
+                self.state.set(State::Elapsed);
+            }
+            None => refused(Error::shut_down()),
+        }
+    }
+
     /// Frees the wheel entry, if this sleep has one: a registered sleep's,
     /// pending or fired (the driver leaves a fired entry to its sleep).
     #[inline(never)]
