@@ -198,3 +198,28 @@ fn a_timeout_takes_its_clock_and_its_timer_from_where_it_is_made() {
     assert_eq!(tokio, None, "tokio's timeout is A's");
     assert_eq!(wheel, tokio);
 }
+
+/// A `timeout` whose runtime (and so its timer) is gone before it first
+/// waits: expired if its deadline has passed, as a sleep of a shut-down
+/// timer is; else a panic saying the timer has shut down (tokio's panics
+/// either way: `a_timeout_whose_runtime_is_gone_panics_as_tokios_does`).
+#[test]
+fn a_timeout_whose_timer_is_gone_by_its_first_wait() {
+    let _guard = common::guard();
+    let run = |duration: Duration| {
+        let made_in = Builder::new_current_thread().enable_time().build().unwrap();
+        let timed = made_in.block_on(async move {
+            wheel::timeout(duration, std::future::pending::<()>())
+        });
+        drop(made_in);
+        std::thread::sleep(Duration::from_millis(5));
+        let awaited_in = Builder::new_current_thread().enable_time().build().unwrap();
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            awaited_in.block_on(timed).is_err()
+        }))
+        .map_err(|panic| common::panic_message(&*panic))
+    };
+    assert_eq!(run(Duration::from_millis(1)), Ok(true));
+    let message = run(HOUR).unwrap_err();
+    assert!(message.contains("shut down"), "{message}");
+}
