@@ -1,8 +1,6 @@
 //! [`Builder`]: configures and builds a [`Timer`].
 
-use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Once;
 use std::time::Duration;
 
 use tokio::runtime::Handle;
@@ -478,7 +476,7 @@ impl Builder {
         };
         // Tokio panics (inside `sleep_until`) if the runtime has no timers;
         // the shards' alarms make theirs only when first armed.
-        catch_quietly(|| drop(tokio::time::sleep_until(Instant::now())))
+        catch(|| drop(tokio::time::sleep_until(Instant::now())))
             .map_err(|_| BuildError::timers_disabled())?;
         // The tick grid starts on tokio's millisecond grid (see
         // `driver/grid.rs`): on a paused clock, so that a sleep completes at
@@ -488,7 +486,7 @@ impl Builder {
         // worker, the origin found may be off the grid: a timer as late as
         // one with no grid, never early.)
         let now = Instant::now();
-        let clock = catch_quietly(|| grid_point(now))
+        let clock = catch(|| grid_point(now))
             .ok()
             .flatten()
             .map_or(Clock::new(now, self.tick), |origin| {
@@ -531,7 +529,7 @@ fn driver(
     if let Some(spacing) = precise {
         // tokio panics when an fd is registered on a runtime whose IO
         // driver is off.
-        return match catch_quietly(|| Driver::new_precise(handle.clone(), geometry, spacing)) {
+        return match catch(|| Driver::new_precise(handle.clone(), geometry, spacing)) {
             Ok(made) => made,
             Err(_) => Err(BuildError::io_disabled()),
         };
@@ -541,32 +539,13 @@ fn driver(
     Ok(Driver::new(handle.clone(), geometry, default_for))
 }
 
-/// Runs `f`, catching a panic without the panic hook printing it.
+/// Runs `f`, turning a panic into `Err`.
 ///
-/// Tokio offers no way to ask whether a runtime has timers: making a tokio
-/// timer on one without them panics. `build` turns that panic into
-/// [`BuildError::is_timers_disabled`](crate::error::BuildError), and a
-/// function that returns `Err` should not also print a panic message and a
-/// backtrace. So the first call wraps the process's panic hook, once, in one
-/// that stays silent on a thread while it is inside this function and
-/// otherwise calls the hook it wrapped: every other panic is reported as
-/// before. (A hook installed later replaces the wrapper, and the message
-/// then shows again; nothing else changes.)
-fn catch_quietly<R>(f: impl FnOnce() -> R) -> std::thread::Result<R> {
-    static WRAP_HOOK: Once = Once::new();
-    std::thread_local! {
-        static QUIET: Cell<bool> = const { Cell::new(false) };
-    }
-    WRAP_HOOK.call_once(|| {
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if !QUIET.try_with(Cell::get).unwrap_or(false) {
-                previous(info);
-            }
-        }));
-    });
-    let was = QUIET.try_with(|quiet| quiet.replace(true)).unwrap_or(false);
-    let caught = catch_unwind(AssertUnwindSafe(f));
-    let _ = QUIET.try_with(|quiet| quiet.set(was));
-    caught
+/// Tokio offers no way to ask whether a runtime has timers (or IO, for a
+/// precise timer): making a tokio timer on one without them panics, and
+/// `build` turns that panic into a [`BuildError`]. The process's panic hook
+/// is left alone (a library must not replace it): it reports tokio's panic
+/// as it reports any other, before `build` returns the error.
+fn catch<R>(f: impl FnOnce() -> R) -> std::thread::Result<R> {
+    catch_unwind(AssertUnwindSafe(f))
 }

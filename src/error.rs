@@ -303,6 +303,10 @@ impl BuildError {
 
     /// The runtime was built without `enable_time()`.
     ///
+    /// tokio offers no way to ask, so the build tries a tokio timer and
+    /// catches its panic; the process's panic hook reports that panic (the
+    /// crate installs no hook of its own) before the build returns this.
+    ///
     /// # Examples
     ///
     /// ```

@@ -208,9 +208,8 @@ fn a_timeout_whose_timer_is_gone_by_its_first_wait() {
     let _guard = common::guard();
     let run = |duration: Duration| {
         let made_in = Builder::new_current_thread().enable_time().build().unwrap();
-        let timed = made_in.block_on(async move {
-            wheel::timeout(duration, std::future::pending::<()>())
-        });
+        let timed =
+            made_in.block_on(async move { wheel::timeout(duration, std::future::pending::<()>()) });
         drop(made_in);
         std::thread::sleep(Duration::from_millis(5));
         let awaited_in = Builder::new_current_thread().enable_time().build().unwrap();

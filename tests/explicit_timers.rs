@@ -369,38 +369,52 @@ fn a_runtime_timers_clock_is_its_runtimes_from_any_context() {
     assert_eq!(sleep.deadline(), deadline);
 }
 
-/// Building a timer on a runtime without timers returns an error, and says
-/// nothing on stderr: tokio's panic, which is how the build finds out, is
-/// caught without its message and backtrace. Other panics are still
-/// reported. Run in a child process, whose stderr the test can read.
+/// Building a timer on a runtime without timers returns an error. The
+/// crate installs no panic hook: tokio's panic, which is how the build
+/// finds out, reaches the process's own hook, and a timer built during an
+/// unwind (where replacing the hook would abort) is built. Run in a child
+/// process, whose panic hook is its own and whose first build is this one.
 #[test]
-fn a_build_that_returns_timers_disabled_prints_nothing() {
+fn a_build_leaves_the_panic_hook_alone() {
     let _guard = common::guard();
-    const CHILD: &str = "WHEEL_QUIET_BUILD_CHILD";
+    const CHILD: &str = "WHEEL_HOOK_CHILD";
     if std::env::var_os(CHILD).is_none() {
-        let out = common::rerun_alone(
-            &[(CHILD, "1"), ("RUST_BACKTRACE", "1")],
-            &["--test-threads=1"],
-        );
+        let out = common::rerun_alone(&[(CHILD, "1")], &["--test-threads=1"]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "child failed: {stderr}");
-        assert!(!stderr.contains("timers are disabled"), "{stderr}");
-        assert!(
-            stderr.contains("a panic after the build is still reported"),
-            "{stderr}"
-        );
         return;
     }
-    let no_time = RtBuilder::new_current_thread().build().unwrap();
-    for _ in 0..2 {
-        let err = Timer::builder()
-            .runtime(no_time.handle().clone())
-            .build()
-            .unwrap_err();
-        assert!(err.is_timers_disabled(), "{err}");
+    static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    std::panic::set_hook(Box::new(|info| {
+        SEEN.lock().unwrap().push(info.to_string());
+    }));
+    struct BuildsWhenDropped(tokio::runtime::Handle);
+    impl Drop for BuildsWhenDropped {
+        fn drop(&mut self) {
+            assert!(std::thread::panicking());
+            let built = Timer::builder().runtime(self.0.clone()).build();
+            assert!(built.is_ok(), "{built:?}");
+        }
     }
-    let reported = std::thread::spawn(|| panic!("a panic after the build is still reported"));
-    assert!(reported.join().is_err());
+    let with_time = RtBuilder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let unwound = std::panic::catch_unwind(|| {
+        let _builds = BuildsWhenDropped(with_time.handle().clone());
+        panic!("unwinding");
+    });
+    assert!(unwound.is_err());
+    let no_time = RtBuilder::new_current_thread().build().unwrap();
+    let err = Timer::builder()
+        .runtime(no_time.handle().clone())
+        .build()
+        .unwrap_err();
+    assert!(err.is_timers_disabled(), "{err}");
+    let seen = SEEN.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert!(seen[0].contains("unwinding"), "{seen:?}");
+    assert!(seen[1].contains("timers are disabled"), "{seen:?}");
 }
 
 /// What the README says of a timer built off tokio's millisecond grid (here
