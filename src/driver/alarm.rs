@@ -7,7 +7,7 @@
 //! passes. Under loom a manual timer's shards stand in for a runtime's
 //! (tokio cannot run there), with the models playing tokio's part: they
 //! fire a shard once the model clock reaches its promise, and run the pass a
-//! [`kick`](Alarm::kick) asked for.
+//! `Shard::kick` asked for.
 //!
 //! The tokio `Sleep` is made once, with the shard, and reset each time the
 //! alarm is armed: resetting it touches no reference count every worker
@@ -223,7 +223,7 @@ impl Alarm {
     /// having run in tick `passed`. `Ready` if that moment has already come
     /// by the clock the alarm waits on, and the alarm will not call: the
     /// caller runs a pass (a pass goes round again) or
-    /// [`kick`](Alarm::kick)s one.
+    /// `Shard::kick`s one.
     pub(crate) fn arm(
         &mut self,
         tick: u64,
@@ -293,27 +293,6 @@ impl Alarm {
     #[cfg(all(test, feature = "precise", target_os = "linux"))]
     pub(crate) fn keeps_tokio_alarm(&self) -> bool {
         matches!(self, Alarm::Precise(precise) if precise.tokio.is_some())
-    }
-
-    /// Asks for a pass soon, not on the caller's stack: what a registration
-    /// does when the alarm answers `Ready` (see `Shard::register`), or a
-    /// callback is due at once. A runtime shard spawns a task that runs
-    /// one; a manual shard's next `advance` runs one anyway.
-    pub(crate) fn kick(&mut self, shard: &Arc<Shard>, source: &Source) {
-        match (self, source.handle()) {
-            (Alarm::Tokio(_), Some(handle)) => {
-                let shard = Arc::clone(shard);
-                drop(handle.spawn(async move { shard.pass() }));
-            }
-            #[cfg(all(feature = "precise", target_os = "linux"))]
-            (Alarm::Precise(_), Some(handle)) => {
-                let shard = Arc::clone(shard);
-                drop(handle.spawn(async move { shard.pass() }));
-            }
-            #[cfg(loom)]
-            (Alarm::Model { kicked, .. }, _) => *kicked = true,
-            _ => {}
-        }
     }
 }
 

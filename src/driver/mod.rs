@@ -127,7 +127,7 @@ pub(crate) use grid::grid_point;
 pub(crate) use job::WakerId;
 use manual::ManualClock;
 pub(crate) use sentinel::Sentinel;
-pub(crate) use shard::{Polled, Registration, Reset, Shard};
+pub(crate) use shard::{Polled, Registrant, Registration, Reset, Shard};
 pub(crate) use shutdown::Leftovers;
 
 use crate::sync::Arc;

@@ -77,6 +77,20 @@ pub(crate) enum Registration {
     Refused(Error),
 }
 
+/// Who registers a deadline ([`Shard::register`]), which says what the
+/// entry holds and what completing at once counts as.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Registrant<'a> {
+    /// A `Sleep`'s poll: the entry holds a clone of this waker.
+    Poll(&'a Waker),
+    /// An eager registration (`Timer::try_sleep`): no waker yet.
+    Eager,
+    /// A reset of a sleep not registered, no waker yet: completing at once
+    /// counts as a fire, as a reset of a pending one into the past does.
+    /// `passed`: the caller read the clock and found the deadline passed.
+    Reset { passed: bool },
+}
+
 /// What [`Shard::poll`] found.
 #[derive(Debug)]
 pub(crate) enum Polled {
@@ -152,26 +166,27 @@ impl Shard {
     }
 
     /// Puts a `Sleep`'s entry in this wheel for `deadline` (whose tick is
-    /// `tick`), holding a clone of `waker`, if any yet.
+    /// `tick`), for `by` ([`Registrant`]).
     ///
     /// The common path reads no clock: a tick the wheel has processed is
     /// `Elapsed` at once, any other is inserted. Only the new earliest
     /// deadline, which must re-arm the alarm, reads the clock first: if its
     /// tick has come, it completes here and touches neither the wheel nor
-    /// the alarm, as tokio's does with a tick its driver has processed. A deadline that has passed behind an earlier
-    /// pending one fires with that one's alarm: late by at most a tick,
-    /// never early. With `count_elapsed`, completing at once counts as a fire
-    /// (a fired sleep reset into the past); `passed` (the caller read the
-    /// clock) makes it `Elapsed`.
+    /// the alarm, as tokio's does with a tick its driver has processed. A
+    /// deadline that has passed behind an earlier pending one fires with
+    /// that one's alarm: late by at most a tick, never early.
     pub(crate) fn register(
         self: &Arc<Self>,
         deadline: Deadline,
         tick: u64,
-        waker: Option<&Waker>,
-        count_elapsed: bool,
-        passed: bool,
+        by: Registrant<'_>,
     ) -> Registration {
         debug_assert_eq!(tick, self.clock.tick_of(deadline));
+        let (waker, count_elapsed, passed) = match by {
+            Registrant::Poll(waker) => (Some(waker), false, false),
+            Registrant::Eager => (None, false, false),
+            Registrant::Reset { passed } => (None, true, passed),
+        };
         let mut inner = self.lock();
         if passed || tick <= inner.wheel.elapsed() || self.reached(deadline) {
             inner.fired += u64::from(count_elapsed);
@@ -193,8 +208,10 @@ impl Shard {
         }
         let (job, held) = Job::wake(waker);
         let key = inner.wheel.insert(tick, job);
-        if pulls_in {
-            inner.pull_in(tick, self);
+        let kick = pulls_in && inner.pull_in(tick, self);
+        drop(inner);
+        if kick {
+            self.kick();
         }
         Registration::Pending(key, held)
     }
@@ -302,32 +319,23 @@ impl Shard {
         let pending = inner.wheel.is_scheduled(key) == Some(true);
         let job = inner.wheel.discard(key);
         inner.cancelled += u64::from(pending && job.is_some());
-        self.ask_tidy(&inner);
+        self.tidy(&mut inner);
         drop(inner);
         drop(job);
     }
 
     /// On a paused clock (as the last reading found it), a shard left with
-    /// nothing pending but its alarm armed asks its sentinel to disarm it
-    /// ([`tidy`]), so that auto-advance does not jump to a deadline nobody
-    /// waits for. Not on the caller's stack: a test cancelling one timeout
-    /// and starting the next would re-arm tokio's timer for each. The
-    /// sentinel runs before the runtime next parks, which is when
-    /// auto-advance looks. On a running clock nothing is asked: there the
+    /// nothing pending disarms its alarm, there and then, so that
+    /// auto-advance does not jump to a deadline nobody waits for: tokio's
+    /// auto-advance looks at every registered tokio timer when the runtime
+    /// parks. Disarming replaces the tokio timer with one never registered,
+    /// and wakes no one. On a running clock nothing is done: there the
     /// alarm finds nothing and re-arms for what is left.
-    ///
-    /// [`tidy`]: Shard::watch
-    fn ask_tidy(&self, inner: &Inner) {
-        if self.untidy(inner) {
-            if let Some(sentinel) = &inner.sentinel {
-                sentinel.wake_by_ref();
-            }
+    fn tidy(&self, inner: &mut Inner) {
+        if inner.clock_still && inner.wake_at != NEVER && inner.wheel.scheduled() == 0 {
+            inner.wake_at = NEVER;
+            let _ = self.arm(inner, NEVER);
         }
-    }
-
-    /// An alarm armed with nothing pending, on a paused clock.
-    fn untidy(&self, inner: &Inner) -> bool {
-        inner.clock_still && inner.wake_at != NEVER && inner.wheel.scheduled() == 0
     }
 
     /// Moves a `Sleep`'s entry, pending or fired, to `deadline` (whose tick
@@ -355,7 +363,7 @@ impl Shard {
         if due {
             let job = inner.wheel.remove(key);
             inner.fired += 1;
-            self.ask_tidy(&inner);
+            self.tidy(&mut inner);
             drop(inner);
             if let Some(Job::Wake(waker)) = job {
                 if let Some(waker) = held_waker(waker) {
@@ -370,15 +378,18 @@ impl Shard {
         let holds_waker = inner.wheel.is_scheduled(key) == Some(true) && !self.is_shut_down();
         let scheduled = inner.wheel.reset(key, tick);
         debug_assert_eq!(scheduled, Some(true), "a Sleep's key names its own entry");
-        if pulls_in {
-            inner.pull_in(tick, self);
+        let kick = pulls_in && inner.pull_in(tick, self);
+        drop(inner);
+        if kick {
+            self.kick();
         }
         Reset::Pending { holds_waker }
     }
 
     /// Schedules `run` for `deadline`. A deadline whose tick has already
     /// been processed runs at the next tick: never early, never on the
-    /// caller's stack (a pass runs it: the alarm's, or one `kick`ed).
+    /// caller's stack (a pass runs it: the alarm's, or one
+    /// [`kick`](Shard::kick)ed).
     pub(crate) fn schedule(
         self: &Arc<Self>,
         deadline: Instant,
@@ -405,15 +416,20 @@ impl Shard {
             .deadline_tick(deadline)
             .max(inner.wheel.elapsed().saturating_add(1));
         let key = inner.wheel.insert(tick, Job::Call(callback));
+        let mut kick = false;
         if tick < inner.wake_at {
             // Come already by the clock: run on the runtime at once, as a
             // sleep completes at once, not when tokio's millisecond comes.
-            if self.has_come(tick, &mut inner) {
+            kick = self.has_come(tick, &mut inner);
+            if kick {
                 inner.wake_at = tick;
-                inner.alarm.kick(self, &self.source);
             } else {
-                inner.pull_in(tick, self);
+                kick = inner.pull_in(tick, self);
             }
+        }
+        drop(inner);
+        if kick {
+            self.kick();
         }
         Ok((key, state))
     }
@@ -445,7 +461,7 @@ impl Shard {
         }
         let job = inner.wheel.discard(key);
         let keep_alive = inner.callback_done();
-        self.ask_tidy(&inner);
+        self.tidy(&mut inner);
         drop(inner);
         // The closure is dropped after the lock and the count, in case its
         // drop panics.
@@ -481,22 +497,33 @@ impl Shard {
     }
 
     /// Stores the sentinel's waker; `false` if the shard has shut down.
-    /// And tidies: an alarm armed with nothing pending is disarmed where
-    /// the clock can be paused (see [`ask_tidy`](Shard::ask_tidy)).
     pub(super) fn watch(&self, waker: &Waker) -> bool {
         let mut inner = self.lock();
         if self.is_shut_down() {
             return false;
-        }
-        if self.untidy(&inner) {
-            inner.wake_at = NEVER;
-            let _ = self.arm(&mut inner, NEVER);
         }
         match &inner.sentinel {
             Some(held) if held.will_wake(waker) => {}
             _ => inner.sentinel = Some(waker.clone()),
         }
         true
+    }
+
+    /// Asks for a pass soon, not on the caller's stack, once the caller has
+    /// let go of the lock: what a registration does when the alarm answers
+    /// `Ready` (tokio's clock moved on after the caller read it), or a
+    /// callback is due at once. A runtime shard spawns a task that runs
+    /// one; a manual shard's next `advance` runs one anyway. (Under loom
+    /// the models run the pass the model alarm records.)
+    fn kick(self: &Arc<Self>) {
+        #[cfg(loom)]
+        if let super::alarm::Alarm::Model { kicked, .. } = &mut self.lock().alarm {
+            *kicked = true;
+        }
+        if let (Some(handle), false) = (self.source.handle(), self.is_shut_down()) {
+            let shard = Arc::clone(self);
+            drop(handle.spawn(async move { shard.pass() }));
+        }
     }
 }
 
@@ -533,13 +560,13 @@ impl Inner {
     }
 
     /// Moves the promise up to `tick`, earlier than it was, and arms the
-    /// alarm for it. If the alarm finds that moment already past (tokio's
-    /// clock moved on after the caller read it), a pass is `kick`ed instead.
-    fn pull_in(&mut self, tick: u64, shard: &Arc<Shard>) {
+    /// alarm for it; `true` if the alarm found that moment already past
+    /// (tokio's clock moved on after the caller read it): the caller then
+    /// [`kick`](Shard::kick)s a pass once it has let go of the lock.
+    #[must_use]
+    fn pull_in(&mut self, tick: u64, shard: &Shard) -> bool {
         self.wake_at = tick;
-        if shard.arm(self, tick).is_ready() {
-            self.alarm.kick(shard, &shard.source);
-        }
+        shard.arm(self, tick).is_ready()
     }
 
     /// One callback fewer; returns the shard's hold on itself, to drop

@@ -48,13 +48,7 @@ pub(super) fn watchdog() -> std::sync::mpsc::Sender<()> {
 }
 
 fn register(shard: &Arc<Shard>, deadline: Deadline) -> Registration {
-    shard.register(
-        deadline,
-        shard.clock().tick_of(deadline),
-        None,
-        false,
-        false,
-    )
+    shard.register(deadline, shard.clock().tick_of(deadline), Registrant::Eager)
 }
 
 #[test]

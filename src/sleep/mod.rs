@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::driver::{registry, Deadline, Polled, Registration, Reset, Shard, WakerId};
+use crate::driver::{registry, Deadline, Polled, Registrant, Registration, Reset, Shard, WakerId};
 use crate::error::{BuildError, Error};
 use crate::sync::Arc;
 use state::{Packed, State};
@@ -322,7 +322,7 @@ impl Sleep {
             // counts as a fire, as resetting a pending sleep into the past
             // does.
             State::Idle | State::Fired | State::Elapsed => {
-                let state = match shard.register(deadline, tick, None, true, passed) {
+                let state = match shard.register(deadline, tick, Registrant::Reset { passed }) {
                     Registration::Pending(key, waker) => State::Registered { key, waker },
                     Registration::Elapsed => State::Fired,
                     // Shut down or full: the next poll registers again and
@@ -560,7 +560,7 @@ impl Sleep {
                 let deadline = self.state.deadline();
                 let shard = self.shard.as_ref().expect("bound above");
                 let tick = shard.clock().tick_of(deadline);
-                match shard.register(deadline, tick, Some(cx.waker()), false, false) {
+                match shard.register(deadline, tick, Registrant::Poll(cx.waker())) {
                     Registration::Pending(key, held) => {
                         self.state.set(State::Registered { key, waker: held });
                         Poll::Pending

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::driver::{registry, Deadline, Driver, Registration};
+use crate::driver::{registry, Deadline, Driver, Registrant, Registration};
 use crate::error::{BuildError, Error};
 use crate::sync::Arc;
 use crate::{Builder, Interval, Sleep, Stats, Timeout, Unfired};
@@ -334,7 +334,7 @@ impl Timer {
             Registration::Elapsed
         } else {
             let tick = shard.clock().tick_of(deadline);
-            shard.register(deadline, tick, None, false, false)
+            shard.register(deadline, tick, Registrant::Eager)
         };
         Sleep::registered(shard, deadline, registration)
     }
