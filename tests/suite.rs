@@ -77,6 +77,8 @@ mod test_clock_idle;
 mod test_clock_probe_repro;
 #[path = "timeout.rs"]
 mod timeout;
+#[path = "tokio_assumptions.rs"]
+mod tokio_assumptions;
 #[path = "tokio_parity.rs"]
 mod tokio_parity;
 #[path = "waker_identity.rs"]
