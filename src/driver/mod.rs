@@ -39,9 +39,9 @@
 //! alarm finds nothing then and re-arms for what is left, so a server
 //! cancelling its timeouts does not re-arm tokio's timer for each. Where
 //! tokio's clock can be paused (a current-thread runtime), a shard left with
-//! nothing pending wakes its sentinel, which disarms the alarm before the
-//! runtime parks: auto-advance jumps to every registered tokio timer, and
-//! must find none the wheel no longer needs. A runtime timer's tick grid
+//! nothing pending disarms its alarm there and then: auto-advance jumps to
+//! every registered tokio timer, and must find none the wheel no longer
+//! needs. A runtime timer's tick grid
 //! starts on tokio's millisecond grid where tokio's driver shows where that
 //! lies (`grid.rs`), so with a tick dividing a millisecond its alarm, at the
 //! end of a tick, falls in the deadline's own millisecond.
@@ -58,7 +58,8 @@
 //! first: a deadline already passed completes there, touching neither the
 //! wheel nor the alarm, as tokio's does. Should tokio's clock pass the tick
 //! between that read and the arming (tokio answers `Ready`), the
-//! registration *kicks* the alarm: a task on the runtime runs the pass.
+//! registration *kicks* the shard once it has let go of the lock: a task
+//! spawned on the runtime runs the pass.
 //!
 //! Two passes may run on one shard at once (tokio firing, on another thread,
 //! an alarm re-armed while the first wakes its batch): each pops under the
@@ -87,8 +88,10 @@
 //! clock (its own mutex, held for the read alone), or reset and poll the
 //! alarm's tokio `Sleep`; resetting it to a past moment calls its waker on
 //! the spot, whose pass would take this very lock, so that wake is
-//! recognised and runs nothing (`alarm.rs`). Wakers and callbacks run with
-//! no lock held, each inside `catch_unwind`: a panic is counted, not spread.
+//! recognised and runs nothing (`alarm.rs`). Nothing is woken or spawned
+//! under it: wakers and callbacks run with no lock held, each inside
+//! `catch_unwind` (a panic is counted, not spread), and a kick spawns its
+//! task after the lock is dropped.
 //!
 //! # Shutdown
 //!
