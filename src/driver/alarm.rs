@@ -145,20 +145,20 @@ pub(crate) struct Precise {
 }
 
 /// The tick to arm a precise alarm's fd for, to fire `tick` (due after
-/// tick `now`) when the shard's last pass ran in tick `passed`: no sooner
+/// tick `now`) when the shard's last pass ran in tick `last_pass`: no sooner
 /// than the first multiple of `spacing` after that pass, so that one
 /// wake-up fires what comes due meanwhile, and a timer's shards, sharing the
 /// multiples, go off together (one thread wake-up for all their fds). A
 /// lone timer, due after that multiple, is not delayed. A tick already due
 /// stays due: the pass goes round again at once, with no wake-up to save.
-/// `passed` 0 is the timer's start, before any pass: nothing to space from
+/// `last_pass` 0 is the timer's start, before any pass: nothing to space from
 /// (were a pass to run in tick 0, one wake-up is all that is lost).
 #[cfg(any(test, all(feature = "precise", target_os = "linux")))]
-fn spaced(tick: u64, now: u64, passed: u64, spacing: u64) -> u64 {
-    if tick == NEVER || tick <= now || passed == 0 {
+fn spaced(tick: u64, now: u64, last_pass: u64, spacing: u64) -> u64 {
+    if tick == NEVER || tick <= now || last_pass == 0 {
         return tick;
     }
-    let next_multiple = (passed / spacing).saturating_add(1).saturating_mul(spacing);
+    let next_multiple = (last_pass / spacing).saturating_add(1).saturating_mul(spacing);
     tick.max(next_multiple.min(NEVER - 1))
 }
 
@@ -220,19 +220,19 @@ impl Alarm {
     }
 
     /// Arms the alarm for `tick` (`NEVER`: nothing), the shard's last pass
-    /// having run in tick `passed`. `Ready` if that moment has already come
+    /// having run in tick `last_pass`. `Ready` if that moment has already come
     /// by the clock the alarm waits on, and the alarm will not call: the
     /// caller runs a pass (a pass goes round again) or
     /// `Shard::kick`s one.
     pub(crate) fn arm(
         &mut self,
         tick: u64,
-        passed: u64,
+        last_pass: u64,
         clock: &Clock,
         source: &Source,
     ) -> Poll<()> {
         #[cfg(not(all(feature = "precise", target_os = "linux")))]
-        let _ = (source, passed);
+        let _ = (source, last_pass);
         match self {
             Alarm::Tokio(alarm) => alarm.arm(tick, clock, source),
             #[cfg(all(feature = "precise", target_os = "linux"))]
@@ -240,7 +240,7 @@ impl Alarm {
                 let real = !source.is_pausable();
                 let now = source.now();
                 let fd = precise.fd.arm(
-                    spaced(tick, clock.now_tick(now), passed, precise.spacing),
+                    spaced(tick, clock.now_tick(now), last_pass, precise.spacing),
                     clock,
                     now,
                     real,

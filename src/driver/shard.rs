@@ -492,8 +492,8 @@ impl Shard {
     /// tick of the last pass, which a precise alarm spaces its wake-ups
     /// from (`Builder::slack`).
     pub(super) fn arm(&self, inner: &mut Inner, tick: u64) -> Poll<()> {
-        let passed = self.published.load(Ordering::Relaxed);
-        inner.alarm.arm(tick, passed, &self.clock, &self.source)
+        let last_pass = self.published.load(Ordering::Relaxed);
+        inner.alarm.arm(tick, last_pass, &self.clock, &self.source)
     }
 
     /// Stores the sentinel's waker; `false` if the shard has shut down.
