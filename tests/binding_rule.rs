@@ -177,6 +177,8 @@ fn timeout_made_in_a_polled_in_b<T: Future<Output = Result<(), E>> + Send + 'sta
     b.block_on(tokio::time::advance(24 * HOUR));
     let timed = a.block_on(async move { tokio::spawn(async move { make() }).await.unwrap() });
     b.block_on(async move {
+        // This thread's last default timer is B's.
+        drop(wheel::sleep(Duration::ZERO));
         let start = Instant::now();
         // The outer timeout, two hours of B's clock, ends the program if the
         // inner one never fires on B (A's is a real clock).
