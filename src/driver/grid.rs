@@ -32,10 +32,9 @@ use tokio::time::Instant;
 /// (the last one its time driver processed), if tokio says. Called inside
 /// the runtime's context.
 pub(crate) fn grid_point(now: Instant) -> Option<Instant> {
-    let processed = |at| processed(&Handle::current(), at);
     // `hi` is never processed (the driver has not reached past `now`).
     let hi_bound = now + Duration::from_nanos(1);
-    if processed(hi_bound) {
+    if processed(&Handle::current(), hi_bound) {
         // Not tokio's driver as this module knows it.
         return None;
     }
@@ -43,7 +42,7 @@ pub(crate) fn grid_point(now: Instant) -> Option<Instant> {
     let mut back = Duration::from_millis(1);
     let mut lo = loop {
         match now.checked_sub(back) {
-            Some(at) if processed(at) => break at,
+            Some(at) if processed(&Handle::current(), at) => break at,
             Some(_) if back < Duration::from_secs(1 << 40) => back *= 2,
             _ => return None,
         }
@@ -52,7 +51,7 @@ pub(crate) fn grid_point(now: Instant) -> Option<Instant> {
     // Invariant: `lo` processed, `hi` not.
     while hi - lo > Duration::from_nanos(1) {
         let mid = lo + (hi - lo) / 2;
-        if processed(mid) {
+        if processed(&Handle::current(), mid) {
             lo = mid;
         } else {
             hi = mid;

@@ -246,15 +246,9 @@ impl Shard {
     pub(super) fn due_tick(&self, inner: &mut Inner) -> u64 {
         let now = self.now();
         let tick = self.clock.now_tick(now);
-        if !self.source.is_pausable() {
-            return tick;
-        }
-        inner.clock_still = self.now() == now;
-        if inner.clock_still {
-            self.clock.tokio_ms_floor(tick)
-        } else {
-            tick
-        }
+        inner.clock_still = self.source.is_pausable() && self.now() == now;
+        let floor = inner.clock_still.then(|| self.clock.tokio_ms_floor(tick));
+        floor.unwrap_or(tick)
     }
 
     /// Checks a `Sleep`'s entry: `Ready` once it has fired (and frees it),
