@@ -375,6 +375,24 @@ async fn an_empty_or_dropped_queue_holds_no_timer_entry() {
     assert_eq!(timer.stats().pending, 0);
 }
 
+/// A queue emptied by yielding its last entry frees its timer entry too,
+/// even one its sleep was moved back to, for a tick tokio has not yet
+/// processed (here a zero timeout after an `advance` of a fraction of a
+/// millisecond, due at once as the queue has reached its millisecond).
+#[tokio::test(start_paused = true)]
+async fn a_queue_emptied_by_yielding_holds_no_timer_entry() {
+    let _guard = common::guard();
+    tokio::time::advance(Duration::from_micros(300)).await;
+    let mut queue = task::spawn(DelayQueue::new());
+    let later = queue.insert("later", ms(10));
+    assert_pending!(poll_queue(&mut queue));
+    queue.insert("now", Duration::ZERO);
+    queue.remove(&later);
+    let expired = assert_ready!(poll_queue(&mut queue)).unwrap();
+    assert_eq!(expired.into_inner(), "now");
+    assert_eq!(Timer::current().stats().pending, 0);
+}
+
 #[tokio::test(start_paused = true)]
 async fn peek_deadline_and_expired_accessors() {
     let _guard = common::guard();

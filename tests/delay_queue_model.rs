@@ -326,3 +326,129 @@ async fn compact_after_a_burst_gives_the_room_back() {
     assert!(queue.try_remove(&survivor).is_none(), "stale once yielded");
     assert_eq!(queue.remove(&newer).into_inner(), 10_000);
 }
+
+/// A step of a program run on tokio-util's `DelayQueue` and on the wheel's,
+/// each on a paused clock of its own (durations in microseconds).
+#[derive(Debug, Clone)]
+enum Step {
+    /// `tokio::time::advance(d).await`, then the queue drained
+    Advance(u64),
+    /// `insert(id, d)`, then the queue drained
+    Insert(u64),
+}
+
+/// tokio-util's queue or the wheel's, as a program uses it.
+trait Queue: Unpin {
+    fn new() -> Self;
+    fn insert(&mut self, id: u32, timeout: Duration);
+    fn poll_expired(&mut self, cx: &mut std::task::Context<'_>) -> Poll<Option<u32>>;
+}
+
+impl Queue for tokio_util::time::DelayQueue<u32> {
+    fn new() -> Self {
+        tokio_util::time::DelayQueue::new()
+    }
+    fn insert(&mut self, id: u32, timeout: Duration) {
+        tokio_util::time::DelayQueue::insert(self, id, timeout);
+    }
+    fn poll_expired(&mut self, cx: &mut std::task::Context<'_>) -> Poll<Option<u32>> {
+        tokio_util::time::DelayQueue::poll_expired(self, cx).map(|e| e.map(|e| e.into_inner()))
+    }
+}
+
+impl Queue for DelayQueue<u32> {
+    fn new() -> Self {
+        DelayQueue::new()
+    }
+    fn insert(&mut self, id: u32, timeout: Duration) {
+        DelayQueue::insert(self, id, timeout);
+    }
+    fn poll_expired(&mut self, cx: &mut std::task::Context<'_>) -> Poll<Option<u32>> {
+        DelayQueue::poll_expired(self, cx).map(|e| e.map(Expired::into_inner))
+    }
+}
+
+/// Runs `before` advances, makes the queue, runs `steps`, then awaits
+/// every entry: each entry's id and the clock's reading when it came out,
+/// in that order (ties broken by id: within one instant the two queues
+/// order differently).
+fn run_queue<Q: Queue>(before: &[u64], steps: &[Step]) -> Vec<(Duration, u32)> {
+    paused_rt().block_on(async {
+        let start = time::Instant::now();
+        for &us in before {
+            time::advance(Duration::from_micros(us)).await;
+        }
+        let mut queue = task::spawn(Q::new());
+        let mut out = Vec::new();
+        let drain = |queue: &mut task::Spawn<Q>, out: &mut Vec<(Duration, u32)>| {
+            while let Poll::Ready(Some(id)) = queue.enter(|cx, mut q| q.poll_expired(cx)) {
+                out.push((start.elapsed(), id));
+            }
+        };
+        for (id, step) in steps.iter().enumerate() {
+            match *step {
+                Step::Advance(us) => time::advance(Duration::from_micros(us)).await,
+                Step::Insert(us) => {
+                    queue.enter(|_, mut q| q.insert(id as u32, Duration::from_micros(us)))
+                }
+            }
+            drain(&mut queue, &mut out);
+        }
+        let mut queue = queue.into_inner();
+        while let Some(id) = poll_fn(|cx| queue.poll_expired(cx)).await {
+            out.push((start.elapsed(), id));
+        }
+        out.sort();
+        out
+    })
+}
+
+fn any_micros() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        2 => 0u64..5_000,
+        2 => (0u64..40).prop_map(|ms| ms * 1000),
+        2 => 0u64..40_000,
+        1 => Just(0u64),
+    ]
+}
+
+fn queue_step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        1 => any_micros().prop_map(Step::Advance),
+        2 => any_micros().prop_map(Step::Insert),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// Every entry comes out at the instant tokio-util's does, the queue
+    /// made before or after advances of any number of microseconds.
+    #[test]
+    fn entries_come_out_when_tokio_utils_do(
+        before in prop::collection::vec(any_micros(), 0..3),
+        steps in prop::collection::vec(queue_step(), 1..10),
+    ) {
+        let _guard = common::guard();
+        prop_assert_eq!(
+            run_queue::<DelayQueue<u32>>(&before, &steps),
+            run_queue::<tokio_util::time::DelayQueue<u32>>(&before, &steps)
+        );
+    }
+}
+
+/// Issue 38's fourth scenario: off tokio's millisecond grid, tokio-util
+/// rounds a deadline up twice, to the queue's millisecond and then to
+/// tokio's, and the wheel's queue does too (it rounded once: 1.3 ms and
+/// 36.854 ms).
+#[test]
+fn a_queue_made_off_the_grid_rounds_as_tokio_utils_does() {
+    let _guard = common::guard();
+    for (before, timeout, expected) in [(300, 700, 2_300), (1_854, 34_098, 37_854)] {
+        let steps = [Step::Insert(timeout)];
+        let expected = vec![(Duration::from_micros(expected), 0)];
+        let tokio_util = run_queue::<tokio_util::time::DelayQueue<u32>>(&[before], &steps);
+        assert_eq!(tokio_util, expected, "tokio-util");
+        assert_eq!(run_queue::<DelayQueue<u32>>(&[before], &steps), expected);
+    }
+}

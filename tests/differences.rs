@@ -105,22 +105,23 @@ fn each_timer_runs_a_task_that_runtime_metrics_count() {
 /// tokio-util's `DelayQueue` sleeps until its next entry's deadline. This
 /// one sleeps until its wheel's next expiration, which for an entry beyond
 /// the first level is the start of the entry's slot: the task is woken
-/// there with nothing due (here at 8 ms for an entry due at 10 ms), its
-/// poll returns `Pending`, and the entry comes out on time.
+/// there with nothing due (here at 64 ms for an entry due at 100 ms: the
+/// queue counts milliseconds, as tokio-util's does), its poll returns
+/// `Pending`, and the entry comes out on time.
 #[test]
 fn a_delay_queue_wakes_its_task_at_a_level_boundary_with_nothing_due() {
     let _guard = common::guard();
     paused_rt().block_on(async {
         let mut queue = task::spawn(wheel::DelayQueue::new());
-        queue.insert("due at 10 ms", ms(10));
+        queue.insert("due at 100 ms", ms(100));
         assert_pending!(queue.poll_next());
-        tokio::time::advance(ms(8)).await;
+        tokio::time::advance(ms(64)).await;
         assert!(queue.is_woken(), "woken at the level-1 slot's start");
         assert_pending!(queue.poll_next());
-        tokio::time::advance(ms(2)).await;
+        tokio::time::advance(ms(36)).await;
         assert!(queue.is_woken());
         let expired = assert_ready!(queue.poll_next()).unwrap();
-        assert_eq!(expired.into_inner(), "due at 10 ms");
+        assert_eq!(expired.into_inner(), "due at 100 ms");
     });
 }
 

@@ -32,11 +32,24 @@ enum Step {
     Reset { first: u64, then: u64 },
     /// `interval(period)`, ticked `ticks` times
     Interval { period: u64, ticks: u8 },
+    /// builds a `Timer` with this tick (a divisor of 1 ms) for the steps
+    /// after it; nothing on tokio
+    Build(u64),
+    /// `Interval` on the last `Timer` built (`Timer::interval`), or
+    /// `interval` if none; `tokio::time::interval` on tokio
+    TimerInterval { period: u64, ticks: u8 },
     /// `tokio::time::advance(d).await`
     Advance(u64),
     /// awaits an event from a thread outside the runtime, with no timer
     /// of the program pending: the clock must not move
     External,
+    /// spawns a task that does `sleep(d).await` and sends the clock's
+    /// reading; its first poll comes after the step's own
+    Spawn(u64),
+    /// spawns a task that does `timeout(d, rx)` on the channel of the
+    /// oldest `Spawn` not yet joined (nothing if none is left); its
+    /// result, with the reading it received, is kept when the program ends
+    Join(u64),
 }
 
 /// What a step ended with: the clock's reading since the program started,
@@ -52,7 +65,20 @@ trait Api {
     fn timeout_yield(limit: Duration) -> Pin<Box<dyn Future<Output = bool>>>;
     fn reset(first: Duration, then: Duration) -> Pin<Box<dyn Future<Output = ()>>>;
     fn interval(period: Duration, ticks: u8) -> Pin<Box<dyn Future<Output = ()>>>;
+    fn timer_interval(
+        timer: &Option<wheel::Timer>,
+        period: Duration,
+        ticks: u8,
+    ) -> Pin<Box<dyn Future<Output = ()>>>;
+    fn spawned_sleep(d: Duration) -> Pin<Box<dyn Future<Output = ()> + Send>>;
+    /// `timeout(limit, rx)`: what was received in time, if anything.
+    fn join(
+        limit: Duration,
+        rx: Receiver,
+    ) -> Pin<Box<dyn Future<Output = Option<Duration>> + Send>>;
 }
+
+type Receiver = tokio::sync::oneshot::Receiver<Duration>;
 
 struct Tokio;
 struct Wheel;
@@ -94,6 +120,23 @@ impl Api for Tokio {
             }
         })
     }
+    fn timer_interval(
+        _: &Option<wheel::Timer>,
+        period: Duration,
+        ticks: u8,
+    ) -> Pin<Box<dyn Future<Output = ()>>> {
+        Self::interval(period, ticks)
+    }
+    fn spawned_sleep(d: Duration) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+        Box::pin(tokio::time::sleep(d))
+    }
+    fn join(
+        limit: Duration,
+        rx: Receiver,
+    ) -> Pin<Box<dyn Future<Output = Option<Duration>> + Send>> {
+        let timeout = tokio::time::timeout(limit, rx);
+        Box::pin(async move { timeout.await.ok().and_then(Result::ok) })
+    }
 }
 
 impl Api for Wheel {
@@ -127,6 +170,31 @@ impl Api for Wheel {
             }
         })
     }
+    fn timer_interval(
+        timer: &Option<wheel::Timer>,
+        period: Duration,
+        ticks: u8,
+    ) -> Pin<Box<dyn Future<Output = ()>>> {
+        let mut interval = match timer {
+            Some(timer) => timer.interval(period),
+            None => wheel::interval(period),
+        };
+        Box::pin(async move {
+            for _ in 0..ticks {
+                interval.tick().await;
+            }
+        })
+    }
+    fn spawned_sleep(d: Duration) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+        Box::pin(wheel::sleep(d))
+    }
+    fn join(
+        limit: Duration,
+        rx: Receiver,
+    ) -> Pin<Box<dyn Future<Output = Option<Duration>> + Send>> {
+        let timeout = wheel::timeout(limit, rx);
+        Box::pin(async move { timeout.await.ok().and_then(Result::ok) })
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -134,12 +202,15 @@ struct Program(Vec<Step>);
 
 impl Program {
     /// Runs the program on `A`, on a paused runtime of its own.
-    fn run<A: Api>(&self) -> Vec<Outcome> {
+    fn run<A: Api + 'static>(&self) -> Vec<Outcome> {
         // Watched by the watchdog alone: a guard's far tokio timer would be
         // somewhere for auto-advance to go while an outside event is awaited.
         common::paused_rt_far().block_on(async {
             let start = tokio::time::Instant::now();
             let mut outcomes = Vec::new();
+            let mut spawned = std::collections::VecDeque::new();
+            let mut joins = Vec::new();
+            let mut timer = None;
             for step in &self.0 {
                 let us = Duration::from_micros;
                 let result = match *step {
@@ -161,6 +232,14 @@ impl Program {
                         A::interval(us(period), ticks).await;
                         None
                     }
+                    Step::Build(tick) => {
+                        timer = Some(wheel::Timer::builder().tick(us(tick)).build().unwrap());
+                        None
+                    }
+                    Step::TimerInterval { period, ticks } => {
+                        A::timer_interval(&timer, us(period), ticks).await;
+                        None
+                    }
                     Step::Advance(d) => {
                         tokio::time::advance(us(d)).await;
                         None
@@ -174,8 +253,32 @@ impl Program {
                         receive.await.unwrap();
                         None
                     }
+                    Step::Spawn(d) => {
+                        let (send, receive) = tokio::sync::oneshot::channel();
+                        tokio::spawn(async move {
+                            A::spawned_sleep(us(d)).await;
+                            let _ = send.send(start.elapsed());
+                        });
+                        spawned.push_back(receive);
+                        None
+                    }
+                    Step::Join(limit) => {
+                        if let Some(receive) = spawned.pop_front() {
+                            joins.push(tokio::spawn(async move {
+                                let sent = A::join(us(limit), receive).await;
+                                (start.elapsed(), sent)
+                            }));
+                        }
+                        None
+                    }
                 };
                 outcomes.push((start.elapsed(), result));
+            }
+            // Each join's instant and result, and the reading it received.
+            for join in joins {
+                let (at, sent) = join.await.unwrap();
+                outcomes.push((at, Some(sent.is_some())));
+                outcomes.extend(sent.map(|sent| (sent, None)));
             }
             outcomes
         })
@@ -191,6 +294,9 @@ fn micros() -> impl Strategy<Value = u64> {
     ]
 }
 
+/// Tick sizes, in microseconds, that divide tokio's millisecond.
+const TICKS: [u64; 6] = [1, 8, 125, 200, 500, 1_000];
+
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         3 => micros().prop_map(Step::Sleep),
@@ -201,6 +307,11 @@ fn step() -> impl Strategy<Value = Step> {
         1 => (1_000u64..20_000, 1u8..5).prop_map(|(period, ticks)| Step::Interval { period, ticks }),
         2 => micros().prop_map(Step::Advance),
         1 => Just(Step::External),
+        2 => micros().prop_map(Step::Spawn),
+        2 => micros().prop_map(Step::Join),
+        1 => prop::sample::select(&TICKS[..]).prop_map(Step::Build),
+        1 => (1_000u64..20_000, 1u8..5)
+            .prop_map(|(period, ticks)| Step::TimerInterval { period, ticks }),
     ]
 }
 
@@ -289,4 +400,73 @@ fn off_tokios_grid_a_timer_waits_for_tokios_next_millisecond() {
     ];
     assert_eq!(program.run::<Tokio>(), expected);
     assert_eq!(program.run::<Wheel>(), expected);
+}
+
+/// Issue 38, part 2's second scenario: a first poll after an `advance`
+/// tokio has not processed yet does not complete at once. A task spawned
+/// to `sleep(0)` is first polled after `advance(20 ms)` has moved the clock
+/// and before tokio's driver has processed it, and the main task advances
+/// again first: tokio's sleep ends at 22 ms (the wheel's ended at 20).
+#[test]
+fn a_first_poll_after_an_unprocessed_advance_waits_as_tokios_does() {
+    let _guard = common::guard();
+    let program = Program(vec![
+        Step::Spawn(0),
+        Step::Join(3_600_000_000),
+        Step::Advance(20_000),
+        Step::Advance(2_000),
+    ]);
+    let tokio = program.run::<Tokio>();
+    // The join's instant and result, then the reading the sleeper sent.
+    let ended = &tokio[tokio.len() - 2..];
+    assert_eq!(ended, [(ms(22), Some(true)), (ms(22), None)]);
+    assert_eq!(program.run::<Wheel>(), tokio);
+}
+
+/// The same, through a timeout: a task awaits `timeout(2.999 ms, rx)`
+/// whose sender does `sleep(0)`, both first polled after `advance(26
+/// ms)`, which the main task follows with `advance(33 ms)`. tokio's
+/// timeout is `Ok` at 59 ms, the sleep having waited for the driver (the
+/// wheel's was `Ok` at 26 ms).
+#[test]
+fn a_timeout_whose_sender_sleeps_zero_ends_as_tokios_does() {
+    let _guard = common::guard();
+    let program = Program(vec![
+        Step::Spawn(0),
+        Step::Join(2_999),
+        Step::Advance(26_000),
+        Step::Advance(33_000),
+    ]);
+    let tokio = program.run::<Tokio>();
+    let ended = &tokio[tokio.len() - 2..];
+    assert_eq!(ended, [(ms(59), Some(true)), (ms(59), None)]);
+    assert_eq!(program.run::<Wheel>(), tokio);
+}
+
+/// Issue 38, part 2's third scenario: after `advance(300 µs)` an explicit
+/// `Timer::interval`'s first tick comes at 1.3 ms, as tokio's and
+/// `wheel::interval`'s do, whatever tick (dividing a millisecond) the
+/// timer has, built before the advance or after it (it came at 0.3 ms).
+#[test]
+fn an_explicit_timers_first_interval_tick_comes_at_tokios_instant() {
+    let _guard = common::guard();
+    let tick = Step::TimerInterval {
+        period: 5_000,
+        ticks: 1,
+    };
+    for us in TICKS {
+        for program in [
+            vec![Step::Build(us), Step::Advance(300), tick.clone()],
+            vec![Step::Advance(300), Step::Build(us), tick.clone()],
+        ] {
+            let program = Program(program);
+            let tokio = program.run::<Tokio>();
+            assert_eq!(tokio.last(), Some(&(Duration::from_micros(1_300), None)));
+            assert_eq!(program.run::<Wheel>(), tokio, "a {us} µs tick");
+        }
+    }
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
 }

@@ -48,7 +48,11 @@ fn a_reset_into_the_processed_past_wakes_before_it_returns() {
         let mut cx = Context::from_waker(&waker);
         assert!(sleep.as_mut().poll(&mut cx).is_pending());
         sleep.as_mut().reset(start + Duration::from_millis(1));
-        assert_eq!(counting.0.load(Ordering::SeqCst), 1, "not woken on the spot");
+        assert_eq!(
+            counting.0.load(Ordering::SeqCst),
+            1,
+            "not woken on the spot"
+        );
     });
 }
 
@@ -70,8 +74,13 @@ fn a_first_poll_is_ready_exactly_when_its_millisecond_was_processed() {
                 .is_ready()
         };
         assert!(first_poll(start + Duration::from_millis(3)));
-        assert!(!first_poll(start + Duration::from_millis(3) + Duration::from_nanos(1)));
-        assert!(!first_poll(start + Duration::from_micros(3200)), "before the clock");
+        assert!(!first_poll(
+            start + Duration::from_millis(3) + Duration::from_nanos(1)
+        ));
+        assert!(
+            !first_poll(start + Duration::from_micros(3200)),
+            "before the clock"
+        );
     });
 }
 
@@ -140,10 +149,6 @@ fn a_multi_thread_runtimes_clock_cannot_be_paused() {
         .enable_time()
         .build()
         .unwrap();
-    let paused = rt.block_on(async {
-        tokio::spawn(async { tokio::time::pause() })
-            .await
-            .is_ok()
-    });
+    let paused = rt.block_on(async { tokio::spawn(async { tokio::time::pause() }).await.is_ok() });
     assert!(!paused, "a multi-thread runtime's clock paused");
 }

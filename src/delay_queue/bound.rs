@@ -24,19 +24,26 @@ pub(super) struct Bound {
 }
 
 impl Bound {
-    pub(super) fn new(timer: Timer) -> Bound {
+    /// `start`: the queue was made by `DelayQueue::new` then, and counts
+    /// whole milliseconds from it, as tokio-util's does.
+    pub(super) fn new(timer: Timer, start: Option<Instant>) -> Bound {
         let now = timer.now();
-        // Tick 0 starts at the timer's last tick boundary, so the queue's
-        // ticks are the timer's ticks and a deadline is rounded up once, not
-        // once by the queue and again by the timer. Never after `now`: a
-        // deadline before the origin maps to tick 0, due at once.
+        // With a timer of its own, tick 0 starts at the timer's last tick
+        // boundary, so the queue's ticks are the timer's ticks and a deadline
+        // is rounded up once, not once by the queue and again by the timer.
+        // Never after `now`: a deadline before the origin maps to tick 0.
         let grid = timer.driver().clock();
-        let origin = grid
-            .instant_at(grid.now_tick(now))
-            .map_or(now, |start| start.min(now));
-        let clock = Clock::new(origin, timer.tick());
+        let (origin, tick) = match start {
+            Some(start) => (start, Duration::from_millis(1)),
+            None => (
+                grid.instant_at(grid.now_tick(now))
+                    .map_or(now, |start| start.min(now)),
+                timer.tick(),
+            ),
+        };
+        let clock = Clock::new(origin, tick);
         let origin_at = Some(super::at::encode(origin)).filter(|&at| at != super::at::FAR);
-        let tick_nanos = u64::try_from(timer.tick().as_nanos()).expect("checked by the builder");
+        let tick_nanos = u64::try_from(tick.as_nanos()).expect("checked by the builder");
         Bound {
             timer,
             clock,
@@ -56,7 +63,7 @@ impl<T> DelayQueue<T> {
                 Ok(timer) => timer,
                 Err(e) => no_default_timer(&e),
             };
-            self.bound = Some(Bound::new(timer));
+            self.bound = Some(Bound::new(timer, self.start));
         }
         self.bound.as_ref().expect("bound above")
     }
@@ -90,13 +97,14 @@ impl<T> DelayQueue<T> {
     }
 
     /// The tick an entry due at `deadline` waits for: the deadline rounded
-    /// up to the queue's tick (never early), unless it has already passed
-    /// by `now`, when it is due at once: at the tick it fell in, which the
-    /// next `poll_expired` (rounding `now` down) has reached. Rounding a
-    /// passed deadline up would hold a zero timeout back to the next tick.
+    /// up to the queue's tick (never early). With a timer of its own, one
+    /// passed by `now` is due at the tick it fell in, whose start has come:
+    /// rounding it up would hold a zero timeout back to the next tick. On
+    /// the default timer it rounds up, as tokio-util's does.
     pub(super) fn due_tick(&mut self, deadline: Instant, now: Instant) -> u64 {
+        let own = self.start.is_none();
         let clock = &self.bound().clock;
-        if deadline <= now {
+        if deadline <= now && own {
             clock.now_tick(deadline)
         } else {
             clock.deadline_tick(deadline)

@@ -65,21 +65,6 @@ impl<T> DelayQueue<T> {
             unreachable!("a queue with entries has a timer");
         };
         loop {
-            let now = clock.now_tick(timer.now());
-            if let Some(key) = wheel.pop_expired(now) {
-                let item = wheel.remove(key).expect("a popped entry is in the slab");
-                if wheel.len() == 0 {
-                    // Nothing left to wait for: free the timer entry now.
-                    *sleep = None;
-                    *armed = NEVER;
-                }
-                let key = moved.leave(key);
-                return Poll::Ready(Some(Expired {
-                    value: item.value,
-                    deadline: far.take(key, item.at),
-                    key: Key(key),
-                }));
-            }
             let next = wheel
                 .next_expiration()
                 .expect("a non-empty queue has a next expiration");
@@ -105,15 +90,25 @@ impl<T> DelayQueue<T> {
                 Pin::new(&mut *alarm).reset(at);
             }
             *armed = next;
-            if Pin::new(alarm).poll(cx).is_pending() {
+            // A tick the queue has reached is due; a later one once the
+            // sleep says so, as in tokio-util's queue: on a paused clock,
+            // once tokio has processed `at`.
+            if next > wheel.elapsed() && Pin::new(alarm).poll(cx).is_pending() {
                 return Poll::Pending;
             }
-            if clock.now_tick(timer.now()) < next {
-                // The sleep completed, yet the timer's clock has not reached
-                // its tick: no progress is possible now. Ask to be polled
-                // again rather than spin here.
-                cx.waker().wake_by_ref();
-                return Poll::Pending;
+            if let Some(key) = wheel.pop_expired(next) {
+                let item = wheel.remove(key).expect("a popped entry is in the slab");
+                if wheel.len() == 0 {
+                    // Nothing left to wait for: free the timer entry now.
+                    *sleep = None;
+                    *armed = NEVER;
+                }
+                let key = moved.leave(key);
+                return Poll::Ready(Some(Expired {
+                    value: item.value,
+                    deadline: far.take(key, item.at),
+                    key: Key(key),
+                }));
             }
         }
     }

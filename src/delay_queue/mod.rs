@@ -7,14 +7,17 @@
 //!
 //! The queue owns a private `Wheel` (the same structure a [`Timer`] drives
 //! its sleeps with) holding the values themselves, so insert, reset and
-//! remove are O(1) and nothing is shared or locked. Its ticks lie on its
-//! timer's tick grid, counted from the queue's first use (creation for
-//! [`DelayQueue::with_timer`]): a deadline rounds up to a tick once, and the
-//! one [`Sleep`] the queue keeps on the timer, armed for the wheel's next
-//! expiration, then fires exactly at that tick rather than rounding again.
-//! The wheel covers every `u64` tick, so the queue has no maximum age and no
-//! maximum delay (tokio-util's wheel panicked once the queue was 2^36 ms
-//! old, tokio#5536).
+//! remove are O(1) and nothing is shared or locked. A queue made by
+//! [`DelayQueue::new`] counts whole milliseconds from its creation, as
+//! tokio-util's does: a deadline rounds up to one of them, and the one
+//! [`Sleep`] the queue keeps on the timer, armed for the wheel's next
+//! expiration, rounds that up again, as tokio-util's tokio `Sleep` does, so
+//! that entries come out at tokio-util's instants. One made
+//! [`with_timer`](DelayQueue::with_timer) counts that timer's ticks, on its
+//! grid, and rounds once. What is due is what that `Sleep` says (or a tick
+//! the queue has already reached). The wheel covers every `u64` tick, so the
+//! queue has no maximum age and no maximum delay (tokio-util's wheel
+//! panicked once the queue was 2^36 ms old, tokio#5536).
 //!
 //! # Waking
 //!
@@ -79,13 +82,18 @@ const NEVER: u64 = u64::MAX;
 /// # Timing
 ///
 /// Never early: an entry is yielded only once its timer's clock
-/// ([`Timer::now`]) has reached its deadline, rounded up to the timer's
-/// tick; at most a tick plus scheduling late. Entries come out in the order
-/// of their deadlines' ticks. One inserted or reset to a deadline that has
-/// already passed is due at the tick its deadline falls in (not rounded
-/// up, so a zero timeout waits for no tick): ahead of entries due later
-/// that have not been yielded yet, unless the queue has already moved past
-/// that tick, when it comes after the entries already due.
+/// ([`Timer::now`]) has reached its deadline, rounded up to the queue's
+/// tick and then the timer's. A queue made by [`new`](DelayQueue::new)
+/// counts whole milliseconds from its creation, as tokio-util's does, so on
+/// a paused clock an entry comes out when tokio-util's would; one made
+/// [`with_timer`](DelayQueue::with_timer) counts that timer's ticks, at
+/// most a tick plus scheduling late. Entries come out in the order of their
+/// deadlines' ticks. On a queue `with_timer`, one inserted or reset to a
+/// deadline that has already passed is due at the tick its deadline falls
+/// in (not rounded up, so a zero timeout waits for no tick): ahead of
+/// entries due later that have not been yielded yet, unless the queue has
+/// already moved past that tick, when it comes after the entries already
+/// due.
 ///
 /// # Keys
 ///
@@ -144,6 +152,9 @@ pub struct DelayQueue<T> {
     sleep: Option<Sleep>,
     /// The tick `sleep` is armed for, or `NEVER`.
     armed: u64,
+    /// When a queue on the default timer was made: it counts whole
+    /// milliseconds from then, as tokio-util's does (`None`: `with_timer`).
+    start: Option<Instant>,
     /// The waker of the last `poll_expired`, woken by the calls listed in
     /// the module notes.
     waker: Option<Waker>,
@@ -190,6 +201,8 @@ impl<T> DelayQueue<T> {
             bound: None,
             sleep: None,
             armed: NEVER,
+            // On the clock of the timer it will use (a test clock's too).
+            start: Some(crate::now()),
             waker: None,
             moved: Moved::default(),
             far: Far::default(),
@@ -218,9 +231,10 @@ impl<T> DelayQueue<T> {
         let slots = timer.slots_per_level();
         DelayQueue {
             wheel: Wheel::with_capacity(slots, 0),
-            bound: Some(Bound::new(timer)),
+            bound: Some(Bound::new(timer, None)),
             sleep: None,
             armed: NEVER,
+            start: None,
             waker: None,
             moved: Moved::default(),
             far: Far::default(),
@@ -229,7 +243,9 @@ impl<T> DelayQueue<T> {
 
     /// Inserts `value`, to be yielded once `timeout` has elapsed.
     ///
-    /// A zero timeout makes it due at once. A timeout that overflows `Instant`
+    /// A zero timeout makes it due at once (on a queue made by
+    /// [`new`](DelayQueue::new), once its millisecond has come, as with
+    /// tokio-util's: see "Timing"). A timeout that overflows `Instant`
     /// becomes about 30 years, as in tokio.
     ///
     /// If this is now the earliest entry, a task waiting in
@@ -263,7 +279,7 @@ impl<T> DelayQueue<T> {
     }
 
     /// Inserts `value`, to be yielded once `deadline` has passed; a deadline
-    /// already passed makes it due at once.
+    /// already passed makes it due at once (see [`insert`](DelayQueue::insert)).
     ///
     /// # Panics
     ///

@@ -158,7 +158,9 @@ fn spaced(tick: u64, now: u64, last_pass: u64, spacing: u64) -> u64 {
     if tick == NEVER || tick <= now || last_pass == 0 {
         return tick;
     }
-    let next_multiple = (last_pass / spacing).saturating_add(1).saturating_mul(spacing);
+    let next_multiple = (last_pass / spacing)
+        .saturating_add(1)
+        .saturating_mul(spacing);
     tick.max(next_multiple.min(NEVER - 1))
 }
 

@@ -1,49 +1,40 @@
 //! Where tokio's millisecond grid lies, so that a runtime timer starts its
-//! tick grid on it.
+//! tick grid on it; and whether tokio has processed a deadline.
 //!
 //! tokio's time driver counts whole milliseconds from the moment it was
 //! made (its `start_time`), rounds each deadline up to one and fires it
-//! once it has processed that millisecond. A wheel timer's alarm is a
-//! tokio timer, armed for the end of the wheel tick a deadline rounds up
-//! to. If the wheel's ticks nest in tokio's milliseconds, that end lies in
-//! the deadline's own millisecond and tokio fires the alarm exactly when it
-//! would fire a tokio `Sleep` with that deadline. If they do not (a timer
-//! built at an arbitrary moment of a running clock, or a paused clock
-//! advanced by a fraction of a millisecond before the timer was built),
-//! the end can fall in the next millisecond: a millisecond after tokio's.
+//! once it has processed that millisecond. A wheel timer's alarm, a tokio
+//! timer armed for the end of the wheel tick a deadline rounds up to,
+//! fires when a tokio `Sleep` with that deadline would if the wheel's ticks
+//! nest in tokio's milliseconds; if not (a timer built off the grid on a
+//! running clock), a millisecond later.
 //!
-//! tokio does not say where its grid starts, but a tokio `Sleep` does:
-//! polled for the first time, it completes at once exactly when its
-//! deadline's millisecond is one the driver has processed, that is, when
-//! the deadline is at or before the last grid point the driver reached.
-//! That answer is monotone in the deadline, so a binary search over
-//! deadlines before `now` finds that grid point to the nanosecond, in about
-//! sixty probes, once per timer. Each probe registers a tokio timer and
-//! drops it; none is left behind. On a multi-thread runtime another worker
-//! may move the driver on during the search; the point found may then be
-//! off the grid, and the timer is as late as one with no grid (never
-//! early: the grid only decides how late).
+//! tokio does not say where its grid starts, but a tokio `Sleep` does
+//! ([`processed`]): first polled, it completes at once exactly when its
+//! deadline's millisecond is one the driver has processed. That answer is
+//! monotone in the deadline, so a binary search over deadlines before `now`
+//! finds the driver's last grid point to the nanosecond in about sixty
+//! probes, once per timer, each a tokio timer registered and dropped. On a
+//! multi-thread runtime another worker may move the driver on meanwhile;
+//! the point found may then be off the grid, and the timer as late as one
+//! with no grid (never early). On a paused clock one probe decides a
+//! registration's first poll (`Shard::has_come`).
 
 use std::future::Future;
 use std::pin::pin;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Waker};
 use std::time::Duration;
 
+use tokio::runtime::Handle;
 use tokio::time::Instant;
 
 /// A point of the current runtime's millisecond grid at or before `now`
 /// (the last one its time driver processed), if tokio says. Called inside
 /// the runtime's context.
 pub(crate) fn grid_point(now: Instant) -> Option<Instant> {
-    // Processed: a first poll completes at once.
-    let processed = |at: Instant| {
-        let mut sleep = pin!(tokio::task::unconstrained(tokio::time::sleep_until(at)));
-        let mut cx = Context::from_waker(Waker::noop());
-        matches!(sleep.as_mut().poll(&mut cx), Poll::Ready(()))
-    };
     // `hi` is never processed (the driver has not reached past `now`).
     let hi_bound = now + Duration::from_nanos(1);
-    if processed(hi_bound) {
+    if processed(&Handle::current(), hi_bound) {
         // Not tokio's driver as this module knows it.
         return None;
     }
@@ -51,7 +42,7 @@ pub(crate) fn grid_point(now: Instant) -> Option<Instant> {
     let mut back = Duration::from_millis(1);
     let mut lo = loop {
         match now.checked_sub(back) {
-            Some(at) if processed(at) => break at,
+            Some(at) if processed(&Handle::current(), at) => break at,
             Some(_) if back < Duration::from_secs(1 << 40) => back *= 2,
             _ => return None,
         }
@@ -60,13 +51,22 @@ pub(crate) fn grid_point(now: Instant) -> Option<Instant> {
     // Invariant: `lo` processed, `hi` not.
     while hi - lo > Duration::from_nanos(1) {
         let mid = lo + (hi - lo) / 2;
-        if processed(mid) {
+        if processed(&Handle::current(), mid) {
             lo = mid;
         } else {
             hi = mid;
         }
     }
     Some(lo)
+}
+
+/// Whether `handle`'s time driver has processed the millisecond `at` rounds
+/// up to: then a tokio sleep until `at` completes at its first poll.
+pub(crate) fn processed(handle: &Handle, at: Instant) -> bool {
+    let _its_clock = handle.enter();
+    let sleep = pin!(tokio::task::unconstrained(tokio::time::sleep_until(at)));
+    let mut cx = Context::from_waker(Waker::noop());
+    sleep.poll(&mut cx).is_ready()
 }
 
 #[cfg(all(test, not(loom)))]

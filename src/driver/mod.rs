@@ -55,11 +55,11 @@
 //! `Timer::advance` run passes. A `poll`, `reset`, `drop`, `schedule` or
 //! `cancel` does its own work and returns: it never wakes another task or
 //! runs a callback. A registration that pulls the promise in reads the clock
-//! first: a deadline already passed completes there, touching neither the
-//! wheel nor the alarm, as tokio's does. Should tokio's clock pass the tick
-//! between that read and the arming (tokio answers `Ready`), the
-//! registration *kicks* the shard once it has let go of the lock: a task
-//! spawned on the runtime runs the pass.
+//! first (a paused one's, asking tokio what it processed): a deadline
+//! already passed completes there, touching neither the wheel nor the
+//! alarm, as tokio's does. Should tokio's clock pass the tick between that
+//! read and the arming (`Ready`), the registration *kicks* the shard once
+//! it has let go of the lock: a task spawned on the runtime runs the pass.
 //!
 //! Two passes may run on one shard at once (tokio firing, on another thread,
 //! an alarm re-armed while the first wakes its batch): each pops under the

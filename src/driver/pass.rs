@@ -35,7 +35,7 @@ impl Shard {
             if self.is_shut_down() {
                 break;
             }
-            let mut now = self.due_tick(&mut inner, true).max(come);
+            let mut now = self.due_tick(&mut inner).max(come);
             self.publish(now);
             while let Some(key) = inner.wheel.pop_expired(now) {
                 let Some(fire) = inner.fire_entry(key, &mut release) else {

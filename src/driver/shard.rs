@@ -6,6 +6,7 @@ use std::task::{Poll, Waker};
 use tokio::time::Instant;
 
 use super::alarm::{Alarm, Source};
+use super::grid::processed;
 use super::job::{held_waker, Callback, CallbackState, Fire, Job, WakerId};
 use super::{Clock, Deadline, Geometry, KEY_GENERATION_BITS, NEVER};
 use crate::error::Error;
@@ -171,10 +172,9 @@ impl Shard {
     /// The common path reads no clock: a tick the wheel has processed is
     /// `Elapsed` at once, any other is inserted. Only the new earliest
     /// deadline, which must re-arm the alarm, reads the clock first: if its
-    /// tick has come, it completes here and touches neither the wheel nor
-    /// the alarm, as tokio's does with a tick its driver has processed. A
-    /// deadline that has passed behind an earlier pending one fires with
-    /// that one's alarm: late by at most a tick, never early.
+    /// tick has come, it completes here, touching neither the wheel nor the
+    /// alarm, as tokio's does. One passed behind an earlier pending one
+    /// fires with that one's alarm: late by at most a tick, never early.
     pub(crate) fn register(
         self: &Arc<Self>,
         deadline: Deadline,
@@ -231,40 +231,40 @@ impl Shard {
         deadline.reached_by(self.now())
     }
 
-    /// Whether `tick` is due: then a deadline at that tick has passed. Read
-    /// only by a registration that pulls the promise in, whose tick the
-    /// wheel may lag behind.
+    /// Whether `tick` is due, for a registration that pulls the promise in
+    /// (the wheel may lag behind it): its end has [`come`](Shard::come).
+    /// Until a pass has run, it notes whether the clock stands still.
     fn has_come(&self, tick: u64, inner: &mut Inner) -> bool {
-        // Whether the clock stands still, a second reading, is the pass's
-        // to tell; until one has run, the registration looks itself.
-        let look_again = inner.passes == 0;
-        tick <= self.due_tick(inner, look_again)
+        if inner.passes == 0 {
+            let _ = self.due_tick(inner);
+        }
+        matches!(self.clock.instant_at(tick), Some(end) if self.come(end))
+    }
+
+    /// Whether a tokio sleep until `at` made now completes at its first poll:
+    /// `at` has passed and, on a paused clock (unless shut down), tokio has
+    /// processed it, which it has not after an `advance` until it parks.
+    pub(crate) fn come(&self, at: Instant) -> bool {
+        let now = self.now();
+        let paused = self.source.is_pausable() && self.now() == now && !self.is_shut_down();
+        match self.source.handle() {
+            Some(handle) if paused => processed(handle, at),
+            _ => at <= now,
+        }
     }
 
     /// The last tick due by the clock: what a pass fires up to. A clock
-    /// tokio can pause is read twice (`look_again`; otherwise the last
-    /// answer stands), and whether it stood still noted: on
-    /// a paused clock a timer on tokio's grid rounds the tick down to the
-    /// last of tokio's milliseconds, as tokio does (after an `advance` by a
-    /// fraction of a millisecond, a deadline between that millisecond and
-    /// the clock is due for neither until the next one), and a shard left
-    /// with nothing pending disarms its alarm (see
-    /// [`ask_tidy`](Shard::ask_tidy)). On a running clock it fires what the
-    /// reading has reached.
-    pub(super) fn due_tick(&self, inner: &mut Inner, look_again: bool) -> u64 {
+    /// tokio can pause is read twice and whether it stood still noted: on a
+    /// paused clock a timer on tokio's grid rounds the tick down to tokio's
+    /// last millisecond, as tokio does, and a shard left with nothing
+    /// pending disarms its alarm ([`ask_tidy`](Shard::ask_tidy)); on a
+    /// running clock, the reading's.
+    pub(super) fn due_tick(&self, inner: &mut Inner) -> u64 {
         let now = self.now();
         let tick = self.clock.now_tick(now);
-        if !self.source.is_pausable() {
-            return tick;
-        }
-        if look_again {
-            inner.clock_still = self.now() == now;
-        }
-        if inner.clock_still {
-            self.clock.tokio_ms_floor(tick)
-        } else {
-            tick
-        }
+        inner.clock_still = self.source.is_pausable() && self.now() == now;
+        let floor = inner.clock_still.then(|| self.clock.tokio_ms_floor(tick));
+        floor.unwrap_or(tick)
     }
 
     /// Checks a `Sleep`'s entry: `Ready` once it has fired (and frees it),
@@ -418,8 +418,7 @@ impl Shard {
         let key = inner.wheel.insert(tick, Job::Call(callback));
         let mut kick = false;
         if tick < inner.wake_at {
-            // Come already by the clock: run on the runtime at once, as a
-            // sleep completes at once, not when tokio's millisecond comes.
+            // Come already: run on the runtime at once, as a sleep completes.
             kick = self.has_come(tick, &mut inner);
             if kick {
                 inner.wake_at = tick;

@@ -200,7 +200,8 @@ impl Timer {
         Timeout::new(future.into_future(), self.sleep_until(deadline))
     }
 
-    /// An [`Interval`] on this timer whose first tick completes at once.
+    /// An [`Interval`] on this timer whose first tick is due now: at once, as
+    /// tokio's is (on a paused clock, once tokio has processed the clock).
     ///
     /// # Panics
     ///
@@ -220,10 +221,7 @@ impl Timer {
     /// ```
     #[track_caller]
     pub fn interval(&self, period: Duration) -> Interval {
-        Interval::new(
-            Sleep::elapsed_at(Some(self.driver.home().clone()), self.now()),
-            period,
-        )
+        self.interval_at(self.now(), period)
     }
 
     /// An [`Interval`] on this timer whose first tick completes at `start`.
@@ -245,10 +243,12 @@ impl Timer {
     /// ```
     #[track_caller]
     pub fn interval_at(&self, start: Instant, period: Duration) -> Interval {
-        // A start already passed is due at once, as `interval`'s is, not at
-        // the end of the tick it rounds up to.
-        let first = if start <= self.now() {
-            Sleep::elapsed_at(Some(self.driver.home().clone()), start)
+        // A start already passed is due at once, as tokio's first tick is
+        // (on a paused clock once tokio has processed it), not at the end of
+        // the tick it rounds up to.
+        let home = self.driver.home();
+        let first = if home.come(start) {
+            Sleep::elapsed_at(Some(home.clone()), start)
         } else {
             self.sleep_until(start)
         };
