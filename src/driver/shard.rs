@@ -257,7 +257,7 @@ impl Shard {
     /// tokio can pause is read twice and whether it stood still noted: on a
     /// paused clock a timer on tokio's grid rounds the tick down to tokio's
     /// last millisecond, as tokio does, and a shard left with nothing
-    /// pending disarms its alarm ([`ask_tidy`](Shard::ask_tidy)); on a
+    /// pending disarms its alarm ([`tidy`](Shard::tidy)); on a
     /// running clock, the reading's.
     pub(super) fn due_tick(&self, inner: &mut Inner) -> u64 {
         let now = self.now();
