@@ -1,5 +1,5 @@
-//! Where a timer's time comes from ([`Source`]), and how a shard asks to be
-//! driven ([`Alarm`]).
+//! How a shard asks to be driven ([`Alarm`]), on its own copy of the
+//! timer's [`Time`].
 //!
 //! A runtime shard's alarm is a tokio `Sleep` armed for the shard's next
 //! expiration; its waker runs the shard's pass where tokio fires its own
@@ -23,89 +23,11 @@ use std::task::{Context, Poll, Wake, Waker};
 
 use tokio::time::Instant;
 
-use super::manual::ManualClock;
+use super::time::Time;
 #[cfg(all(feature = "precise", target_os = "linux"))]
 use super::timerfd::Timerfd;
-use super::{Clock, Shard, NEVER};
+use super::{Shard, NEVER};
 use crate::sync::{Arc, Weak};
-
-/// A timer's clock: a tokio runtime's, or a manual one.
-#[derive(Debug)]
-pub(crate) enum Source {
-    /// A runtime's clock. `pausable`: a current-thread runtime, whose clock
-    /// tokio's `test-util` can pause, so it is read inside that runtime's
-    /// context (another runtime's paused clock, or the real one, could be
-    /// ahead of it and fire early). A multi-thread runtime's clock cannot be
-    /// paused: it is the real clock, read with no context and no shared
-    /// reference count touched.
-    Runtime {
-        handle: tokio::runtime::Handle,
-        pausable: bool,
-    },
-    /// A manual clock: only `Timer::advance` moves it.
-    Manual(Arc<ManualClock>),
-}
-
-impl Source {
-    /// A runtime's clock, as `handle`'s flavour lets it be read.
-    pub(crate) fn runtime(handle: tokio::runtime::Handle) -> Source {
-        let pausable = handle.runtime_flavor() != tokio::runtime::RuntimeFlavor::MultiThread;
-        Source::Runtime { handle, pausable }
-    }
-
-    pub(crate) fn now(&self) -> Instant {
-        match self {
-            Source::Runtime {
-                handle,
-                pausable: true,
-            } => {
-                // Most readings come from the runtime's own tasks and
-                // passes, already in its context (otherwise, with another
-                // runtime or none current, it is entered): asking tokio which
-                // runtime that is (a reference count up and down) costs
-                // less than entering it again and leaving (a thread-local
-                // swap each way as well): 33 ns against 41 a reading on the
-                // Xeon VM. Even a pass asks: a task that holds another
-                // runtime's `EnterGuard` across an await leaves that
-                // runtime current while its own parks and fires the alarm.
-                if in_context(handle) {
-                    Instant::now()
-                } else {
-                    let _its_clock = handle.enter();
-                    Instant::now()
-                }
-            }
-            Source::Runtime {
-                pausable: false, ..
-            } => Instant::from_std(std::time::Instant::now()),
-            Source::Manual(clock) => clock.now(),
-        }
-    }
-
-    pub(crate) fn is_manual(&self) -> bool {
-        matches!(self, Source::Manual(_))
-    }
-
-    /// A runtime whose clock tokio can pause (a current-thread one).
-    pub(crate) fn is_pausable(&self) -> bool {
-        matches!(self, Source::Runtime { pausable: true, .. })
-    }
-
-    /// The runtime, for a runtime timer.
-    pub(crate) fn handle(&self) -> Option<&tokio::runtime::Handle> {
-        match self {
-            Source::Runtime { handle, .. } => Some(handle),
-            Source::Manual(_) => None,
-        }
-    }
-}
-
-/// Whether this thread is inside `handle`'s runtime's context, where
-/// tokio's clock is that runtime's.
-#[inline]
-fn in_context(handle: &tokio::runtime::Handle) -> bool {
-    tokio::runtime::Handle::try_current().is_ok_and(|here| here.id() == handle.id())
-}
 
 /// What calls a shard's pass when its promise comes due.
 pub(crate) enum Alarm {
@@ -120,7 +42,7 @@ pub(crate) enum Alarm {
     /// kicked, and the models play tokio with it.
     #[cfg(loom)]
     Model {
-        clock: Arc<ManualClock>,
+        time: Time,
         armed: u64,
         kicked: bool,
     },
@@ -135,6 +57,7 @@ pub(crate) enum Alarm {
 /// A precise shard's alarm: see `timerfd.rs`.
 #[cfg(all(feature = "precise", target_os = "linux"))]
 pub(crate) struct Precise {
+    time: Time,
     fd: Timerfd,
     /// On a runtime whose clock can be paused: the tokio timer, which
     /// follows that clock.
@@ -166,6 +89,7 @@ fn spaced(tick: u64, now: u64, last_pass: u64, spacing: u64) -> u64 {
 
 /// A runtime shard's tokio timer.
 pub(crate) struct TokioAlarm {
+    time: Time,
     sleep: Pin<Box<tokio::time::Sleep>>,
     /// The tick it is armed for and has not fired, or `NEVER`.
     armed_at: u64,
@@ -186,19 +110,22 @@ std::thread_local! {
 }
 
 impl Alarm {
-    /// A runtime shard's alarm, disarmed; made inside the runtime's
-    /// context (creating the tokio timer registers nothing).
-    pub(crate) fn tokio(shard: Weak<Shard>) -> Alarm {
-        Alarm::Tokio(TokioAlarm::new(shard))
+    /// A runtime shard's alarm on `time`, disarmed; made inside the
+    /// runtime's context (creating the tokio timer registers nothing).
+    pub(crate) fn tokio(shard: Weak<Shard>, time: Time) -> Alarm {
+        Alarm::Tokio(TokioAlarm::new(shard, time))
     }
 
     /// A precise runtime shard's alarm around `fd`, disarmed; made inside
-    /// the runtime's context. `pausable`: the runtime's clock can be paused,
-    /// so the tokio timer is kept as well.
+    /// the runtime's context. Where the runtime's clock can be paused, the
+    /// tokio timer is kept as well.
     #[cfg(all(feature = "precise", target_os = "linux"))]
-    pub(crate) fn precise(fd: Timerfd, shard: Weak<Shard>, pausable: bool, spacing: u64) -> Alarm {
-        let tokio = pausable.then(|| TokioAlarm::new(shard.clone()));
+    pub(crate) fn precise(fd: Timerfd, shard: Weak<Shard>, time: Time, spacing: u64) -> Alarm {
+        let tokio = time
+            .is_pausable()
+            .then(|| TokioAlarm::new(shard.clone(), time.clone()));
         Alarm::Precise(Box::new(Precise {
+            time,
             fd,
             tokio,
             waker: Waker::from(Arc::new(AlarmWaker(shard))),
@@ -207,49 +134,42 @@ impl Alarm {
     }
 
     /// A manual shard's alarm (under loom, the model of a tokio one).
-    pub(crate) fn manual(clock: &Arc<ManualClock>) -> Alarm {
+    pub(crate) fn manual(time: &Time) -> Alarm {
         #[cfg(not(loom))]
         {
-            let _ = clock;
+            let _ = time;
             Alarm::Manual
         }
         #[cfg(loom)]
         Alarm::Model {
-            clock: Arc::clone(clock),
+            time: time.clone(),
             armed: NEVER,
             kicked: false,
         }
     }
 
     /// Arms the alarm for `tick` (`NEVER`: nothing), the shard's last pass
-    /// having run in tick `last_pass`. `Ready` if that moment has already come
-    /// by the clock the alarm waits on, and the alarm will not call: the
-    /// caller runs a pass (a pass goes round again) or
-    /// `Shard::kick`s one.
-    pub(crate) fn arm(
-        &mut self,
-        tick: u64,
-        last_pass: u64,
-        clock: &Clock,
-        source: &Source,
-    ) -> Poll<()> {
+    /// having run in tick `last_pass`. `Ready` if that moment has already
+    /// come by the clock the alarm waits on, and the alarm will not call:
+    /// the caller runs a pass (a pass goes round again) or `Shard::kick`s
+    /// one.
+    pub(crate) fn arm(&mut self, tick: u64, last_pass: u64) -> Poll<()> {
         #[cfg(not(all(feature = "precise", target_os = "linux")))]
-        let _ = (source, last_pass);
+        let _ = last_pass;
         match self {
-            Alarm::Tokio(alarm) => alarm.arm(tick, clock, source),
+            Alarm::Tokio(alarm) => alarm.arm(tick),
             #[cfg(all(feature = "precise", target_os = "linux"))]
             Alarm::Precise(precise) => {
-                let real = !source.is_pausable();
-                let now = source.now();
+                let (time, now) = (&precise.time, precise.time.now());
                 let fd = precise.fd.arm(
-                    spaced(tick, clock.now_tick(now), last_pass, precise.spacing),
-                    clock,
+                    spaced(tick, time.clock().now_tick(now), last_pass, precise.spacing),
+                    time.clock(),
                     now,
-                    real,
+                    !time.is_pausable(),
                     &precise.waker,
                 );
                 let tokio = match &mut precise.tokio {
-                    Some(alarm) => alarm.arm(tick, clock, source),
+                    Some(alarm) => alarm.arm(tick),
                     None => Poll::Pending,
                 };
                 if fd.is_ready() || tokio.is_ready() {
@@ -261,10 +181,8 @@ impl Alarm {
             #[cfg(not(loom))]
             Alarm::Manual => Poll::Pending,
             #[cfg(loom)]
-            Alarm::Model {
-                clock: time, armed, ..
-            } => {
-                if tick != NEVER && tick <= clock.now_tick(time.now()) {
+            Alarm::Model { time, armed, .. } => {
+                if tick != NEVER && tick <= time.clock().now_tick(time.now()) {
                     *armed = NEVER;
                     Poll::Ready(())
                 } else {
@@ -300,8 +218,9 @@ impl Alarm {
 
 impl TokioAlarm {
     /// Disarmed; made inside the runtime's context.
-    fn new(shard: Weak<Shard>) -> TokioAlarm {
+    fn new(shard: Weak<Shard>, time: Time) -> TokioAlarm {
         TokioAlarm {
+            time,
             sleep: Box::pin(tokio::time::sleep_until(Instant::now())),
             armed_at: NEVER,
             shard: Weak::as_ptr(&shard) as usize,
@@ -309,13 +228,13 @@ impl TokioAlarm {
         }
     }
 
-    fn arm(&mut self, tick: u64, clock: &Clock, source: &Source) -> Poll<()> {
+    fn arm(&mut self, tick: u64) -> Poll<()> {
         if tick == self.armed_at && !self.sleep.is_elapsed() {
             return Poll::Pending;
         }
         self.armed_at = NEVER;
-        let when = (tick != NEVER).then(|| clock.instant_at(tick)).flatten();
-        let Some(when) = when else {
+        let when = (tick != NEVER).then(|| self.time.clock().instant_at(tick));
+        let Some(when) = when.flatten() else {
             // Nothing, or beyond what `Instant` holds: it never comes. The
             // tokio timer may still be registered for an earlier arming
             // (one a cancel left, or a precise alarm's fd or a kicked pass
@@ -325,8 +244,8 @@ impl TokioAlarm {
             // kept: it fires into a pass that finds nothing, where a new one
             // would clone the runtime's handle at the next arming, a count
             // every worker writes.
-            if source.is_pausable() && !self.sleep.is_elapsed() {
-                if let Some(handle) = source.handle() {
+            if self.time.is_pausable() && !self.sleep.is_elapsed() {
+                if let Some(handle) = self.time.handle() {
                     let _its_clock = handle.enter();
                     self.sleep = Box::pin(tokio::time::sleep_until(Instant::now()));
                 }

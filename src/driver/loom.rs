@@ -26,7 +26,7 @@ use std::time::Duration;
 use loom::sync::atomic::{AtomicBool, AtomicUsize};
 use loom::thread;
 
-use super::alarm::{Alarm, Source};
+use super::alarm::Alarm;
 use super::NEVER;
 use crate::sync::{Arc, Ordering};
 use crate::{Instant, Sleep, Timer};
@@ -78,11 +78,11 @@ fn ms(n: u64) -> Duration {
 /// has come, or was kicked, runs its pass.
 fn tokio_turn(timer: &Timer, to: Instant) {
     let driver = timer.driver();
-    let Source::Manual(clock) = &driver.source else {
+    let Some(clock) = driver.time.manual() else {
         unreachable!("the models' timers are manual");
     };
     clock.set(to);
-    let now = driver.clock.now_tick(to);
+    let now = driver.clock().now_tick(to);
     for shard in driver.shards() {
         let due = match &mut shard.lock().alarm {
             // Fired once, as a tokio timer is; a kick's task runs once.
@@ -448,7 +448,7 @@ fn loom_two_passes_at_once() {
             assert!(poll(sleep, &waker).is_pending());
         }
         let driver = timer.driver();
-        let Source::Manual(clock) = &driver.source else {
+        let Some(clock) = driver.time.manual() else {
             unreachable!("the models' timers are manual");
         };
         let (first, shard) = (clock.clone(), driver.shards()[0].clone());

@@ -3,7 +3,6 @@
 
 use tokio::time::Instant;
 
-use super::alarm::Source;
 use super::{Driver, NEVER};
 use crate::sync::{current_thread, Mutex, ThreadId};
 
@@ -70,7 +69,7 @@ impl Driver {
     /// Panics on a runtime timer.
     #[track_caller]
     pub(crate) fn advance_to(&self, target: Instant) {
-        let Source::Manual(clock) = &self.source else {
+        let Some(clock) = self.time.manual() else {
             panic!(
                 "wheel: advance needs a manual timer (Timer::builder().manual()); \
                  this one follows its runtime's clock"
@@ -98,7 +97,7 @@ impl Driver {
                 .then(|| self.next_expiration())
                 .flatten()
                 .filter(|&tick| tick != NEVER)
-                .and_then(|tick| self.clock.instant_at(tick))
+                .and_then(|tick| self.clock().instant_at(tick))
                 .filter(|&at| at < target);
             clock.set(next.unwrap_or(target));
             for shard in self.shards.iter() {
@@ -117,7 +116,7 @@ impl Driver {
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
         self.next_expiration()
             .filter(|&tick| tick != NEVER)
-            .and_then(|tick| self.clock.instant_at(tick))
+            .and_then(|tick| self.clock().instant_at(tick))
     }
 
     /// The earliest tick at which some shard has work, if any.

@@ -119,12 +119,13 @@ mod shard;
 mod shutdown;
 #[cfg(all(test, not(loom)))]
 mod tests;
+mod time;
 #[cfg(all(feature = "precise", target_os = "linux"))]
 mod timerfd;
 
 use tokio::time::Instant;
 
-use alarm::{Alarm, Source};
+use alarm::Alarm;
 pub(crate) use clock::{Clock, Deadline};
 pub(crate) use grid::grid_point;
 pub(crate) use job::WakerId;
@@ -132,6 +133,7 @@ use manual::ManualClock;
 pub(crate) use sentinel::Sentinel;
 pub(crate) use shard::{Polled, Registrant, Registration, Reset, Shard};
 pub(crate) use shutdown::Leftovers;
+use time::{Source, Time};
 
 use crate::sync::Arc;
 use crate::Stats;
@@ -163,8 +165,7 @@ pub(crate) struct Driver {
     /// Deals shards to the threads that register (see `home.rs`). A std
     /// atomic even under loom, whose models use thread indices instead.
     dealer: std::sync::atomic::AtomicUsize,
-    clock: Clock,
-    source: Source,
+    time: Time,
     slots_per_level: usize,
     /// Set for a runtime's default timer, so shutdown can unregister it.
     default_for: Option<tokio::runtime::Id>,
@@ -181,12 +182,13 @@ impl Driver {
         let shards = (0..geometry.shards)
             .map(|_| {
                 Arc::new_cyclic(|shard| {
-                    let source = Source::runtime(handle.clone());
-                    Shard::new(&geometry, source, Alarm::tokio(shard.clone()))
+                    let time = Time::new(geometry.clock, Source::runtime(handle.clone()));
+                    Shard::new(&geometry, time.clone(), Alarm::tokio(shard.clone(), time))
                 })
             })
             .collect();
-        Driver::with(shards, geometry, Source::runtime(handle), default_for)
+        let time = Time::new(geometry.clock, Source::runtime(handle));
+        Driver::with(shards, geometry, time, default_for)
     }
 
     /// A precise timer on `handle`'s runtime (`Builder::precise`), made
@@ -198,23 +200,18 @@ impl Driver {
         geometry: Geometry,
         spacing: u64,
     ) -> Result<Driver, crate::error::BuildError> {
-        let pausable = Source::runtime(handle.clone()).is_pausable();
         let shards = (0..geometry.shards)
             .map(|_| {
                 let fd = timerfd::Timerfd::new()?;
                 Ok(Arc::new_cyclic(|shard| {
-                    let source = Source::runtime(handle.clone());
-                    let alarm = Alarm::precise(fd, shard.clone(), pausable, spacing);
-                    Shard::new(&geometry, source, alarm)
+                    let time = Time::new(geometry.clock, Source::runtime(handle.clone()));
+                    let alarm = Alarm::precise(fd, shard.clone(), time.clone(), spacing);
+                    Shard::new(&geometry, time, alarm)
                 }))
             })
             .collect::<Result<_, _>>()?;
-        Ok(Driver::with(
-            shards,
-            geometry,
-            Source::runtime(handle),
-            None,
-        ))
+        let time = Time::new(geometry.clock, Source::runtime(handle));
+        Ok(Driver::with(shards, geometry, time, None))
     }
 
     /// A manual timer, whose clock starts at `geometry.clock`'s origin.
@@ -223,17 +220,18 @@ impl Driver {
         let clock = Arc::new(ManualClock::new(now));
         let shards = (0..geometry.shards)
             .map(|_| {
-                let source = Source::Manual(clock.clone());
-                Arc::new(Shard::new(&geometry, source, Alarm::manual(&clock)))
+                let time = Time::new(geometry.clock, Source::Manual(clock.clone()));
+                Arc::new(Shard::new(&geometry, time.clone(), Alarm::manual(&time)))
             })
             .collect();
-        Driver::with(shards, geometry, Source::Manual(clock), None)
+        let time = Time::new(geometry.clock, Source::Manual(clock));
+        Driver::with(shards, geometry, time, None)
     }
 
     fn with(
         shards: Box<[Arc<Shard>]>,
         geometry: Geometry,
-        source: Source,
+        time: Time,
         default_for: Option<tokio::runtime::Id>,
     ) -> Driver {
         assert!(
@@ -243,15 +241,14 @@ impl Driver {
         Driver {
             shards,
             dealer: std::sync::atomic::AtomicUsize::new(0),
-            clock: geometry.clock,
-            source,
+            time,
             slots_per_level: geometry.slots_per_level,
             default_for,
         }
     }
 
     pub(crate) fn clock(&self) -> &Clock {
-        &self.clock
+        self.time.clock()
     }
 
     pub(crate) fn slots_per_level(&self) -> usize {
@@ -269,7 +266,7 @@ impl Driver {
     }
 
     pub(crate) fn is_manual(&self) -> bool {
-        self.source.is_manual()
+        self.time.is_manual()
     }
 
     /// Every shard shuts down together, so the first tells.
@@ -277,9 +274,9 @@ impl Driver {
         self.shards[0].is_shut_down()
     }
 
-    /// The timer's current time: see [`Source`].
+    /// The timer's current time: see [`Time`].
     pub(crate) fn now(&self) -> Instant {
-        self.source.now()
+        self.time.now()
     }
 
     /// The shard the calling thread registers in: see `home.rs`.
@@ -321,7 +318,7 @@ impl Driver {
 impl std::fmt::Debug for Driver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Driver")
-            .field("tick", &self.clock.tick())
+            .field("tick", &self.clock().tick())
             .field("slots_per_level", &self.slots_per_level)
             .field("shards", &self.shards.len())
             .field("manual", &self.is_manual())

@@ -77,7 +77,7 @@ impl Shard {
     pub(super) fn publish(&self, tick: u64) {
         if tick > self.published.load(Ordering::Relaxed) {
             self.published_at
-                .store(self.clock.deadline_at(tick), Ordering::Release);
+                .store(self.clock().deadline_at(tick), Ordering::Release);
             self.published.store(tick, Ordering::Release);
         }
     }
@@ -114,7 +114,7 @@ impl Shard {
     #[cold]
     #[inline(never)]
     fn surely_pending_far(&self, deadline: Deadline) -> bool {
-        self.clock.tick_of(deadline) > self.published.load(Ordering::Acquire)
+        self.clock().tick_of(deadline) > self.published.load(Ordering::Acquire)
     }
 
     /// Wakes a waker or runs a callback, containing a panic so one bad

@@ -5,9 +5,9 @@ use std::task::{Poll, Waker};
 
 use tokio::time::Instant;
 
-use super::alarm::{Alarm, Source};
-use super::grid::processed;
+use super::alarm::Alarm;
 use super::job::{held_waker, Callback, CallbackState, Fire, Job, WakerId};
+use super::time::{Reading, Time};
 use super::{Clock, Deadline, Geometry, KEY_GENERATION_BITS, NEVER};
 use crate::error::Error;
 use crate::sync::{Arc, AtomicBool, AtomicI64, AtomicU64, Mutex, MutexGuard, Ordering};
@@ -34,8 +34,8 @@ pub(crate) struct Shard {
     /// Callbacks claimed to run, counted where they run, outside the lock
     /// (until then a cancel can still stop them).
     pub(super) callbacks_fired: AtomicU64,
-    pub(super) clock: Clock,
-    pub(super) source: Source,
+    /// The timer's time, which this shard's alarm has a copy of.
+    pub(super) time: Time,
     max_pending: usize,
     /// Entries the shard may hold: a key's index is 32 bits.
     pub(super) capacity: usize,
@@ -53,7 +53,7 @@ pub(super) struct Inner {
     pub(super) cancelled: u64,
     /// Passes run: `Stats::passes`.
     pub(super) passes: u64,
-    /// The clock stood still at its last reading ([`Shard::due_tick`]): a
+    /// The clock stood still at its last reading ([`Shard::read`]): a
     /// paused clock, which auto-advance may move to the alarm.
     pub(super) clock_still: bool,
     /// Callbacks pending, and the shard's hold on itself while there are
@@ -115,7 +115,7 @@ pub(crate) enum Reset {
 }
 
 impl Shard {
-    pub(super) fn new(geometry: &Geometry, source: Source, alarm: Alarm) -> Shard {
+    pub(super) fn new(geometry: &Geometry, time: Time, alarm: Alarm) -> Shard {
         let mut wheel = Wheel::new(geometry.slots_per_level);
         wheel.limit_generations(KEY_GENERATION_BITS);
         Shard {
@@ -137,8 +137,7 @@ impl Shard {
             shut_down: AtomicBool::new(false),
             panicked: AtomicU64::new(0),
             callbacks_fired: AtomicU64::new(0),
-            clock: geometry.clock,
-            source,
+            time,
             max_pending: geometry.max_pending,
             capacity: u32::MAX as usize,
         }
@@ -149,17 +148,17 @@ impl Shard {
     }
 
     pub(crate) fn clock(&self) -> &Clock {
-        &self.clock
+        self.time.clock()
     }
 
-    /// The shard's clock: its timer's (see [`Source`]).
+    /// The shard's clock: its timer's (see [`Time`]).
     pub(crate) fn now(&self) -> Instant {
-        self.source.now()
+        self.time.now()
     }
 
     /// Whether the shard's clock is a manual one (a test clock's, say).
     pub(crate) fn is_manual(&self) -> bool {
-        self.source.is_manual()
+        self.time.is_manual()
     }
 
     pub(crate) fn is_shut_down(&self) -> bool {
@@ -181,14 +180,14 @@ impl Shard {
         tick: u64,
         by: Registrant<'_>,
     ) -> Registration {
-        debug_assert_eq!(tick, self.clock.tick_of(deadline));
+        debug_assert_eq!(tick, self.clock().tick_of(deadline));
         let (waker, count_elapsed, passed) = match by {
             Registrant::Poll(waker) => (Some(waker), false, false),
             Registrant::Eager => (None, false, false),
             Registrant::Reset { passed } => (None, true, passed),
         };
         let mut inner = self.lock();
-        if passed || tick <= inner.wheel.elapsed() || self.reached(deadline) {
+        if passed || tick <= inner.wheel.elapsed() || self.time.reached(deadline) {
             inner.fired += u64::from(count_elapsed);
             return Registration::Elapsed;
         }
@@ -216,55 +215,35 @@ impl Shard {
         Registration::Pending(key, held)
     }
 
-    /// Whether a manual clock has reached `deadline`: a sleep first polled,
-    /// or reset, once a manual clock is at its deadline completes at once,
-    /// exactly, not at the end of its tick (see `Builder::manual`). A
-    /// runtime timer's clock is not read here.
-    #[inline]
-    fn reached(&self, deadline: Deadline) -> bool {
-        self.source.is_manual() && self.manual_reached(deadline)
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn manual_reached(&self, deadline: Deadline) -> bool {
-        deadline.reached_by(self.now())
-    }
-
     /// Whether `tick` is due, for a registration that pulls the promise in
-    /// (the wheel may lag behind it): its end has [`come`](Shard::come).
-    /// Until a pass has run, it notes whether the clock stands still.
+    /// (the wheel may lag behind it): its end has come
+    /// ([`Time::come`]).
     fn has_come(&self, tick: u64, inner: &mut Inner) -> bool {
-        if inner.passes == 0 {
-            let _ = self.due_tick(inner);
-        }
-        matches!(self.clock.instant_at(tick), Some(end) if self.come(end))
+        let reading = self.read(inner);
+        let end = self.time.clock().instant_at(tick);
+        end.is_some_and(|end| self.time.come(end, reading, self.is_shut_down()))
     }
 
-    /// Whether a tokio sleep until `at` made now completes at its first poll:
-    /// `at` has passed and, on a paused clock (unless shut down), tokio has
-    /// processed it, which it has not after an `advance` until it parks.
+    /// Whether a tokio sleep until `at` made now completes at its first
+    /// poll ([`Time::come`]).
     pub(crate) fn come(&self, at: Instant) -> bool {
-        let now = self.now();
-        let paused = self.source.is_pausable() && self.now() == now && !self.is_shut_down();
-        match self.source.handle() {
-            Some(handle) if paused => processed(handle, at),
-            _ => at <= now,
-        }
+        self.time.come(at, self.time.read(), self.is_shut_down())
     }
 
-    /// The last tick due by the clock: what a pass fires up to. A clock
-    /// tokio can pause is read twice and whether it stood still noted: on a
-    /// paused clock a timer on tokio's grid rounds the tick down to tokio's
-    /// last millisecond, as tokio does, and a shard left with nothing
-    /// pending disarms its alarm ([`tidy`](Shard::tidy)); on a
-    /// running clock, the reading's.
+    /// The last tick due by the clock: what a pass fires up to
+    /// ([`Time::due_tick`]).
     pub(super) fn due_tick(&self, inner: &mut Inner) -> u64 {
-        let now = self.now();
-        let tick = self.clock.now_tick(now);
-        inner.clock_still = self.source.is_pausable() && self.now() == now;
-        let floor = inner.clock_still.then(|| self.clock.tokio_ms_floor(tick));
-        floor.unwrap_or(tick)
+        let reading = self.read(inner);
+        self.time.due_tick(reading)
+    }
+
+    /// Reads the clock, noting whether it stood still: a shard left with
+    /// nothing pending on a paused clock disarms its alarm
+    /// ([`tidy`](Shard::tidy)).
+    fn read(&self, inner: &mut Inner) -> Reading {
+        let reading = self.time.read();
+        inner.clock_still = reading.still;
+        reading
     }
 
     /// Checks a `Sleep`'s entry: `Ready` once it has fired (and frees it),
@@ -352,12 +331,12 @@ impl Shard {
         tick: u64,
         passed: bool,
     ) -> Reset {
-        debug_assert_eq!(tick, self.clock.tick_of(deadline));
+        debug_assert_eq!(tick, self.clock().tick_of(deadline));
         let mut inner = self.lock();
         let pulls_in = tick < inner.wake_at && !self.is_shut_down();
         let due = passed
             || tick <= inner.wheel.elapsed()
-            || self.reached(deadline)
+            || self.time.reached(deadline)
             || (pulls_in && self.has_come(tick, &mut inner))
             || (self.is_shut_down() && deadline.reached_by(self.now()));
         if due {
@@ -402,7 +381,7 @@ impl Shard {
             return Err(refused);
         }
         inner.callbacks += 1;
-        if !self.source.is_manual() && inner.keep_alive.is_none() {
+        if !self.time.is_manual() && inner.keep_alive.is_none() {
             inner.keep_alive = Some(Arc::clone(self));
         }
         inner.callbacks_scheduled += 1;
@@ -412,7 +391,7 @@ impl Shard {
             state: state.clone(),
         });
         let tick = self
-            .clock
+            .clock()
             .deadline_tick(deadline)
             .max(inner.wheel.elapsed().saturating_add(1));
         let key = inner.wheel.insert(tick, Job::Call(callback));
@@ -492,7 +471,7 @@ impl Shard {
     /// from (`Builder::slack`).
     pub(super) fn arm(&self, inner: &mut Inner, tick: u64) -> Poll<()> {
         let last_pass = self.published.load(Ordering::Relaxed);
-        inner.alarm.arm(tick, last_pass, &self.clock, &self.source)
+        inner.alarm.arm(tick, last_pass)
     }
 
     /// Stores the sentinel's waker; `false` if the shard has shut down.
@@ -519,7 +498,7 @@ impl Shard {
         if let super::alarm::Alarm::Model { kicked, .. } = &mut self.lock().alarm {
             *kicked = true;
         }
-        if let (Some(handle), false) = (self.source.handle(), self.is_shut_down()) {
+        if let (Some(handle), false) = (self.time.handle(), self.is_shut_down()) {
             let shard = Arc::clone(self);
             drop(handle.spawn(async move { shard.pass() }));
         }
