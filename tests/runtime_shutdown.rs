@@ -117,7 +117,9 @@ fn new_futures_on_a_shut_down_timer() {
     paused_rt().block_on(async {
         // Nothing to wait for: complete without the timer.
         timer.sleep(Duration::ZERO).await;
-        timer.sleep_until(Instant::now() - ms(1)).await;
+        // Passed on the timer's own clock (its runtime's, paused when that
+        // runtime was made: this one's may be more than 1 ms ahead).
+        timer.sleep_until(timer.now() - ms(1)).await;
         assert_eq!(timer.timeout(secs(1), async { 7 }).await, Ok(7));
         // Something to wait for: panic at once rather than hang.
         let mut sleep = timer.sleep(ms(5));
