@@ -1,8 +1,8 @@
 //! Giving memory back without a call that pays for the whole wheel.
 //!
-//! The slab (`slots/`) keeps entries in chunks of 1024 slots,
-//! each its own allocation with its own free list, and inserts into the
-//! lowest chunk with room. So:
+//! The slab (`slots/`) keeps entries in chunks of 1024 slots, each a
+//! fixed-capacity `slab::Slab` (its own allocation with its own free
+//! list), and inserts into the lowest chunk with room. So:
 //!
 //! - a chunk other than chunk 0 that empties is freed by the removal that
 //!   empties the next one (one empty chunk is kept as a spare, so a timer
@@ -20,11 +20,11 @@
 //!   slab up to it.
 //!
 //! No removal frees more than one chunk, and no insert allocates more than
-//! one chunk or a doubling of chunk 0 or of the chunk directory (8 + 32
+//! one chunk or a doubling of chunk 0 or of the chunk directory (8 + 40
 //! bytes per chunk); nothing is walked. The exceptions are bounded by a
 //! constant, not by the number of timers: a flush of discarded entries
 //! (`discard.rs`) is up to `BATCH` removals, and dropping the directory
-//! when the wheel empties visits one 32-byte header per chunk (a
+//! when the wheel empties visits one 40-byte header per chunk (a
 //! microsecond at a million timers).
 //!
 //! # Generations survive
