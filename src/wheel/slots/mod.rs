@@ -100,6 +100,8 @@ pub(crate) struct Slots<T> {
     /// Slots allocated, in all chunks: kept, not summed, because stats and
     /// tests ask often.
     allocated: usize,
+    /// Marked entries per chunk (see [`Slots::mark`]), as far as any were.
+    marked: Vec<u16>,
 }
 
 impl<T> Slots<T> {
@@ -115,6 +117,7 @@ impl<T> Slots<T> {
             spare: NIL,
             gives_back,
             allocated: 0,
+            marked: Vec::new(),
         }
     }
 
@@ -272,6 +275,35 @@ impl<T> Slots<T> {
         }
     }
 
+    /// Marks the entry at `index` (the wheel's discarded entries, removed
+    /// later by [`remove_marked`](Slots::remove_marked)); whether its chunk
+    /// now holds marked entries only, so that removing them would empty it.
+    #[inline]
+    pub(crate) fn mark(&mut self, index: usize) -> bool {
+        let c = index >> CHUNK_SHIFT;
+        if c >= self.marked.len() {
+            self.marked.resize(self.chunks.len(), 0);
+        }
+        self.marked[c] += 1;
+        usize::from(self.marked[c]) == self.chunks[c].len()
+    }
+
+    /// Whether the chunk of `index` holds marked entries and nothing else.
+    #[inline]
+    pub(crate) fn only_marked(&self, index: usize) -> bool {
+        let c = index >> CHUNK_SHIFT;
+        self.marked
+            .get(c)
+            .is_some_and(|&m| m > 0 && usize::from(m) == self.chunks[c].len())
+    }
+
+    /// Removes a [`mark`](Slots::mark)ed entry, as [`remove`](Slots::remove).
+    #[inline]
+    pub(crate) fn remove_marked(&mut self, index: usize) -> T {
+        self.marked[index >> CHUNK_SHIFT] -= 1;
+        self.remove(index)
+    }
+
     /// For an empty slab that gives memory back and grew past chunk 0:
     /// frees everything; whether it did. Every chunk above 0 is already
     /// released but the spare and the one just emptied, so this frees at
@@ -319,6 +351,11 @@ impl<T> Slots<T> {
                 c >= self.first_open || !open,
                 "open chunk {c} below first_open"
             );
+            let marked = self.marked.get(c).map_or(0, |&m| usize::from(m));
+            assert!(
+                marked == 0 || marked < live,
+                "chunk {c}: {marked} marked of {live}: a flush would empty it"
+            );
             len += live;
         }
         assert!(self.first_open <= self.chunks.len());
@@ -329,6 +366,7 @@ impl<T> Slots<T> {
         }
         let allocated: usize = self.chunks.iter().map(Slab::capacity).sum();
         assert_eq!(allocated, self.allocated, "allocated slots");
+        assert!(self.marked.len() <= self.chunks.len());
         for c in self.chunks.len()..self.open.len() * 64 {
             assert_eq!(self.open[c / 64] >> (c % 64) & 1, 0, "bit {c} past the end");
         }

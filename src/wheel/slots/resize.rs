@@ -12,6 +12,7 @@ impl<T> Slots<T> {
     /// not [`give back`](Slots::new), or if it has only chunk 0.
     pub(crate) fn clear(&mut self) {
         self.chunks.iter_mut().for_each(Slab::clear);
+        self.marked.clear();
         self.len = 0;
         for (word, bits) in self.open.iter_mut().enumerate() {
             let chunks = self.chunks.len() - word * 64;
@@ -80,6 +81,7 @@ impl<T> Slots<T> {
             .find(|&c| !self.chunks[c].is_empty())
             .map_or(1, |c| c + 1);
         self.chunks.truncate(keep);
+        self.marked.truncate(keep);
         self.open.truncate(keep.div_ceil(64));
         self.open.shrink_to_fit();
         if let Some(last) = self.open.last_mut() {
@@ -114,6 +116,8 @@ impl<T> Slots<T> {
         }
         let keep = len.div_ceil(CHUNK).max(1);
         self.chunks.truncate(keep);
+        // A queue's slab: it marks nothing.
+        self.marked.clear();
         for c in 0..keep {
             let end = (len - (c << CHUNK_SHIFT)).min(CHUNK);
             let chunk = &mut self.chunks[c];
