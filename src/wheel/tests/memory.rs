@@ -217,9 +217,13 @@ fn a_removal_leaving_a_chunk_only_discarded_entries_flushes_them() {
     }
     assert_eq!(wheel.discarded(), TRIM_FLOOR - 1, "batched");
     wheel.assert_invariants();
+    // Emptying a chunk with no discarded entry (chunk 2) leaves the batch.
+    let last = keys[2 * TRIM_FLOOR];
+    assert_eq!(wheel.remove(last), Some(2 * TRIM_FLOOR as u64));
+    assert_eq!(wheel.discarded(), TRIM_FLOOR - 1, "still batched");
     assert_eq!(wheel.remove(*chunk1_first), Some(TRIM_FLOOR as u64));
     assert_eq!(wheel.discarded(), 0, "flushed with the chunk's last entry");
-    assert_eq!(wheel.len(), TRIM_FLOOR + 1);
+    assert_eq!(wheel.len(), TRIM_FLOOR);
     wheel.assert_invariants();
 }
 
