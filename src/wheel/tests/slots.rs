@@ -285,3 +285,19 @@ fn shrink_to_fit_cuts_the_directory_and_keeps_a_full_words_bits() {
     slots.assert_invariants();
     assert_eq!(slots.insert(7), 63 * CHUNK);
 }
+
+#[test]
+fn iteration_yields_each_entry_with_its_own_index() {
+    let mut slots = filled(3 * CHUNK);
+    for i in [1, CHUNK + 2, 2 * CHUNK + 3] {
+        slots.remove(i);
+    }
+    let seen: Vec<(usize, usize)> = slots.iter().map(|(i, &v)| (i, v)).collect();
+    let expected: Vec<(usize, usize)> = (0..3 * CHUNK)
+        .filter(|i| ![1, CHUNK + 2, 2 * CHUNK + 3].contains(i))
+        .map(|i| (i, i))
+        .collect();
+    assert_eq!(seen, expected);
+    let seen_mut: Vec<(usize, usize)> = slots.iter_mut().map(|(i, v)| (i, *v)).collect();
+    assert_eq!(seen_mut, expected);
+}
