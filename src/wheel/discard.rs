@@ -36,7 +36,8 @@
 //! empties the wheel. Before, a wheel draining in random order emptied up
 //! to a batch of chunks in one flush (111 chunks, 4.5 MB, in one drop of a
 //! million sleeps). An early flush is one per chunk emptied, at most one in
-//! 1024 removals.
+//! 1024 removals; keeping the counts costs a cancel 26 instructions
+//! (callgrind, the driver's `Shard::cancel`: 339 to 365).
 
 use super::entry::NIL;
 use super::{Key, Place, Wheel};
