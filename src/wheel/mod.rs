@@ -190,11 +190,7 @@ impl<T> Wheel<T> {
     pub fn remove(&mut self, key: Key) -> Option<T> {
         let entry = self.entry(key)?;
         let (place, prev, next) = (entry.place, entry.prev, entry.next);
-        let value = self.take_out(key.index, place, prev, next);
-        // The last live entry leaving this way (a sleep reset into the past)
-        // must not leave a batch of discarded ones holding the slab.
-        self.flush_if_only_discarded();
-        Some(value)
+        Some(self.take_out(key.index, place, prev, next))
     }
 
     /// Unlinks entry `index`, whose place and links the caller has read,
@@ -204,7 +200,13 @@ impl<T> Wheel<T> {
         // The entry leaves the slab, so only its neighbours need new links.
         self.delist(index, place, prev, next);
         let value = self.entries.remove(index as usize).value;
-        self.note_removal();
+        if !self.discarded.is_empty() && self.entries.only_marked(index as usize) {
+            // Its chunk holds discarded entries only (the wheel too, maybe:
+            // a sleep reset into the past): flushed now, see `discard.rs`.
+            self.flush_discarded();
+        } else {
+            self.note_removal();
+        }
         value
     }
 

@@ -1,6 +1,9 @@
-//! The chunk directory: the chunks' headers, chunk 0's inline.
+//! The chunk directory, the crate's own part of the slab: the chunks'
+//! headers (each a `Slab`'s), chunk 0's inline.
 
 use std::ops::{Index, IndexMut};
+
+use slab::Slab;
 
 use super::Chunk;
 
@@ -17,7 +20,7 @@ pub(super) struct Directory<T> {
 impl<T> Directory<T> {
     pub(super) fn new() -> Directory<T> {
         Directory {
-            first: Chunk::RELEASED,
+            first: Slab::new(),
             rest: Vec::new(),
         }
     }

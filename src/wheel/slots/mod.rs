@@ -1,25 +1,32 @@
-//! The wheel's slab: entries by index in fixed-size chunks, so that no
-//! single insert or removal grows, shrinks or frees more than one chunk.
+//! The wheel's slab: entries by index in fixed-size chunks, each a
+//! [`slab::Slab`], so that no single insert or removal grows, shrinks or
+//! frees more than one chunk.
 //!
-//! # Why not `slab::Slab`
+//! # What is `slab`'s and what is the crate's own
 //!
-//! A `Slab` is one `Vec`. Growing it past its capacity copies (or remaps)
-//! every entry, and it can give memory back only by cutting its vacant tail,
-//! which rebuilds its whole free list; freeing it whole after a burst unmaps
-//! tens of megabytes. Each of those is O(timers) inside one `poll` or
-//! `drop`, under the shard's lock: milliseconds at a million timers, on the
-//! unlucky request that happened to trigger it.
+//! Each chunk is a `Slab` allocated once at `CHUNK` slots
+//! ([`Slab::with_capacity`]) and never grown past it: within a chunk,
+//! `slab` keeps the free list, the live count and the keys. What is the
+//! crate's own is the directory of chunks around them (`directory.rs`,
+//! chunk 0's header inline), which chunk an insert goes to, and when an
+//! emptied chunk is freed. One growing `Slab` would be simpler, but it is
+//! one `Vec`: growing it past its capacity copies (or remaps) every entry,
+//! it gives memory back only by cutting its vacant tail (rebuilding its
+//! whole free list), and freeing it whole after a burst unmaps tens of
+//! megabytes. Each is O(timers) inside one `poll` or `drop`, under the
+//! shard's lock: a latency spike of milliseconds at a million timers, on
+//! the unlucky request that triggered it.
 //!
 //! # Layout
 //!
-//! Index `i` lives in chunk `i / CHUNK`, at `i % CHUNK`. Each chunk has its
-//! own free list and live count, and its own allocation: chunk 0 grows like
-//! a `Vec` (a small wheel stays small), every other chunk is allocated at
-//! `CHUNK` slots the first time it is used. An insert takes the slot the
-//! last removal freed, if no insert has taken it since (it is still in
-//! cache: a server's timeouts replace each other), and otherwise a slot in
-//! the lowest chunk with room (`first_open`; a bitmap says which have
-//! room), so a shrinking population empties the high chunks.
+//! Index `i` lives in chunk `i / CHUNK`, at key `i % CHUNK` of its `Slab`.
+//! Chunk 0 grows like a `Vec` (a small wheel stays small), every other
+//! chunk is allocated at `CHUNK` slots the first time it is used. An insert
+//! takes the slot the last removal freed, if no insert has taken it since
+//! (it is still in cache: a server's timeouts replace each other), and
+//! otherwise a slot in the lowest chunk with room (`first_open`; a bitmap
+//! says which have room), so a shrinking population empties the high
+//! chunks.
 //!
 //! # Giving memory back
 //!
@@ -35,20 +42,26 @@
 //! # Cost per call
 //!
 //! An insert may allocate one chunk, double chunk 0 (at most `CHUNK`
-//! slots), or double the directory (8 bytes of bitmap and 32 of chunk
-//! header per `CHUNK` slots: 32 KiB at a million timers). A removal may
-//! free one chunk. When the chunk an insert filled was the lowest with
-//! room, finding the next scans one bit per chunk. None of it touches the
-//! other entries.
+//! slots), or double the directory (a 40-byte `Slab` header and a bit per
+//! `CHUNK` slots: 39 KiB at a million timers); a discard may grow the
+//! count of marked entries (2 bytes a chunk). A removal may free one chunk.
+//! When the chunk an insert filled was the lowest with room, finding the
+//! next scans one bit per chunk. None of it touches the other entries.
 //!
 //! The price is on every access: an index goes through the chunk's header
-//! (a branch, a bounds check and a load more than one `Vec`), and an insert
-//! or removal keeps the chunk's count. Chunk 0's header is inline
-//! (`Directory`), so a small wheel touches no line a `slab::Slab` would
+//! (a branch, a bounds check and a load more than one `Slab`), and an
+//! insert or removal keeps the open bitmap. Chunk 0's header is inline
+//! (`Directory`), so a small wheel touches no line a lone `Slab` would
 //! not; on a large one, bulk cancels and random replacements cost 10-20%
-//! more than with `slab::Slab` (`benches/README.md`, "The chunked slab").
+//! more than with one `Slab` (`benches/README.md`, "The chunked slab").
+//! Against the hand-written chunks this replaced, an insert costs 27
+//! instructions more (callgrind, `Wheel::insert`: 200 to 228; a
+//! registration, 314 to 342): `Slab::insert`'s `insert_at` is not inlined.
+//! A removal costs 8 fewer.
 
 use std::ops::{Index, IndexMut};
+
+use slab::Slab;
 
 use super::entry::NIL;
 use directory::Directory;
@@ -66,31 +79,9 @@ const CHUNK_SHIFT: u32 = 2;
 pub(crate) const CHUNK: usize = 1 << CHUNK_SHIFT;
 const MASK: usize = CHUNK - 1;
 
-#[derive(Debug)]
-enum Slot<T> {
-    /// Vacant: the next vacant slot of its chunk (an offset), or [`NIL`].
-    Vacant(u32),
-    Occupied(T),
-}
-
-#[derive(Debug)]
-struct Chunk<T> {
-    /// Occupied and vacant slots; a chunk with no allocation is *released*.
-    slots: Vec<Slot<T>>,
-    /// The first vacant slot (an offset), or [`NIL`]: vacant slots below
-    /// `slots.len()`. Room past `slots.len()` is taken by pushing.
-    free: u32,
-    /// Occupied slots.
-    live: u32,
-}
-
-impl<T> Chunk<T> {
-    const RELEASED: Chunk<T> = Chunk {
-        slots: Vec::new(),
-        free: NIL,
-        live: 0,
-    };
-}
+/// A chunk: at most `CHUNK` slots, never grown past them; one with no
+/// allocation (`Slab::new()`) is *released*.
+type Chunk<T> = Slab<T>;
 
 /// A slab in chunks; see the module docs.
 #[derive(Debug)]
@@ -113,6 +104,8 @@ pub(crate) struct Slots<T> {
     /// Slots allocated, in all chunks: kept, not summed, because stats and
     /// tests ask often.
     allocated: usize,
+    /// Marked entries per chunk (see [`Slots::mark`]), as far as any were.
+    marked: Vec<u16>,
 }
 
 impl<T> Slots<T> {
@@ -128,6 +121,7 @@ impl<T> Slots<T> {
             spare: NIL,
             gives_back,
             allocated: 0,
+            marked: Vec::new(),
         }
     }
 
@@ -146,33 +140,19 @@ impl<T> Slots<T> {
 
     /// Counts the allocated slots again, after an O(capacity) operation.
     fn recount(&mut self) {
-        self.allocated = self.chunks.iter().map(|c| c.slots.capacity()).sum();
+        self.allocated = self.chunks.iter().map(Slab::capacity).sum();
     }
 
     #[inline]
     pub(crate) fn get(&self, index: usize) -> Option<&T> {
-        match self
-            .chunks
-            .get(index >> CHUNK_SHIFT)?
-            .slots
-            .get(index & MASK)
-        {
-            Some(Slot::Occupied(value)) => Some(value),
-            _ => None,
-        }
+        self.chunks.get(index >> CHUNK_SHIFT)?.get(index & MASK)
     }
 
     #[inline]
     pub(crate) fn get_mut(&mut self, index: usize) -> Option<&mut T> {
-        match self
-            .chunks
+        self.chunks
             .get_mut(index >> CHUNK_SHIFT)?
-            .slots
             .get_mut(index & MASK)
-        {
-            Some(Slot::Occupied(value)) => Some(value),
-            _ => None,
-        }
     }
 
     /// The chunk the next insert goes to: the last removal's while its slot
@@ -190,12 +170,7 @@ impl<T> Slots<T> {
     #[inline]
     pub(crate) fn vacant_key(&self) -> usize {
         let c = self.next_chunk();
-        let offset = match self.chunks.get(c) {
-            Some(chunk) if chunk.free != NIL => chunk.free as usize,
-            Some(chunk) => chunk.slots.len(),
-            None => 0,
-        };
-        (c << CHUNK_SHIFT) | offset
+        (c << CHUNK_SHIFT) | self.chunks.get(c).map_or(0, Slab::vacant_key)
     }
 
     /// Stores `value` at [`vacant_key`](Slots::vacant_key) and returns it.
@@ -207,34 +182,22 @@ impl<T> Slots<T> {
             self.push_chunk();
         }
         let chunk = &mut self.chunks[c];
-        let offset = if chunk.free != NIL {
-            let offset = chunk.free as usize;
-            let slot = &mut chunk.slots[offset];
-            let Slot::Vacant(next) = *slot else {
-                unreachable!("an occupied slot on chunk {c}'s free list")
+        let len = chunk.len();
+        debug_assert!(len < CHUNK, "chunk {c} is full but marked open");
+        if len == chunk.capacity() {
+            // No vacant slot: `Slab` would push, and grow as a `Vec` does.
+            // Chunk 0 doubles; the others are allocated whole, once.
+            let want = if c == 0 {
+                (2 * len).clamp(4, CHUNK)
+            } else {
+                CHUNK
             };
-            chunk.free = next;
-            *slot = Slot::Occupied(value);
-            offset
-        } else {
-            let len = chunk.slots.len();
-            debug_assert!(len < CHUNK, "chunk {c} is full but marked open");
-            if len == chunk.slots.capacity() {
-                // Chunk 0 doubles; the others are allocated whole, once.
-                let want = if c == 0 {
-                    (2 * len).clamp(4, CHUNK)
-                } else {
-                    CHUNK
-                };
-                chunk.slots.reserve_exact(want - len);
-                self.allocated += chunk.slots.capacity() - len;
-            }
-            chunk.slots.push(Slot::Occupied(value));
-            len
-        };
-        chunk.live += 1;
+            chunk.reserve_exact(want - len);
+            self.allocated += chunk.capacity() - len;
+        }
+        let offset = chunk.insert(value);
         self.len += 1;
-        if chunk.live as usize == CHUNK {
+        if len + 1 == CHUNK {
             self.open[c / 64] &= !(1 << (c % 64));
             if c == self.first_open {
                 self.first_open = self.next_open(c + 1);
@@ -251,7 +214,7 @@ impl<T> Slots<T> {
             ((c + 1) << CHUNK_SHIFT) - 1 <= NIL as usize,
             "a wheel holds at most u32::MAX - 1 entries"
         );
-        self.chunks.push(Chunk::RELEASED);
+        self.chunks.push(Slab::new());
         if c % 64 == 0 {
             self.open.push(0);
         }
@@ -286,20 +249,12 @@ impl<T> Slots<T> {
     pub(crate) fn remove(&mut self, index: usize) -> T {
         let c = index >> CHUNK_SHIFT;
         let chunk = &mut self.chunks[c];
-        let offset = index & MASK;
-        let slot = &mut chunk.slots[offset];
-        let value = match std::mem::replace(slot, Slot::Vacant(chunk.free)) {
-            Slot::Occupied(value) => value,
-            Slot::Vacant(next) => {
-                *slot = Slot::Vacant(next);
-                vacant()
-            }
+        let Some(value) = chunk.try_remove(index & MASK) else {
+            vacant()
         };
-        chunk.free = offset as u32;
-        chunk.live -= 1;
-        let live = chunk.live;
+        let live = chunk.len();
         self.len -= 1;
-        if live as usize == CHUNK - 1 {
+        if live == CHUNK - 1 {
             self.open[c / 64] |= 1 << (c % 64);
         }
         if c < self.first_open {
@@ -318,10 +273,39 @@ impl<T> Slots<T> {
     fn chunk_emptied(&mut self, c: usize) {
         let old = std::mem::replace(&mut self.spare, c as u32) as usize;
         // The old spare may have taken entries since (it is then no spare).
-        if old != NIL as usize && old != c && self.chunks[old].live == 0 {
-            self.allocated -= self.chunks[old].slots.capacity();
-            self.chunks[old] = Chunk::RELEASED;
+        if old != NIL as usize && old != c && self.chunks[old].is_empty() {
+            self.allocated -= self.chunks[old].capacity();
+            self.chunks[old] = Slab::new();
         }
+    }
+
+    /// Marks the entry at `index` (the wheel's discarded entries, removed
+    /// later by [`remove_marked`](Slots::remove_marked)); whether its chunk
+    /// now holds marked entries only, so that removing them would empty it.
+    #[inline]
+    pub(crate) fn mark(&mut self, index: usize) -> bool {
+        let c = index >> CHUNK_SHIFT;
+        if c >= self.marked.len() {
+            self.marked.resize(self.chunks.len(), 0);
+        }
+        self.marked[c] += 1;
+        usize::from(self.marked[c]) == self.chunks[c].len()
+    }
+
+    /// Whether the chunk of `index` holds marked entries and nothing else.
+    #[inline]
+    pub(crate) fn only_marked(&self, index: usize) -> bool {
+        let c = index >> CHUNK_SHIFT;
+        self.marked
+            .get(c)
+            .is_some_and(|&m| m > 0 && usize::from(m) == self.chunks[c].len())
+    }
+
+    /// Removes a [`mark`](Slots::mark)ed entry, as [`remove`](Slots::remove).
+    #[inline]
+    pub(crate) fn remove_marked(&mut self, index: usize) -> T {
+        self.marked[index >> CHUNK_SHIFT] -= 1;
+        self.remove(index)
     }
 
     /// For an empty slab that gives memory back and grew past chunk 0:
@@ -342,13 +326,8 @@ impl<T> Slots<T> {
     pub(crate) fn iter(&self) -> impl Iterator<Item = (usize, &T)> + '_ {
         self.chunks.iter().enumerate().flat_map(|(c, chunk)| {
             chunk
-                .slots
                 .iter()
-                .enumerate()
-                .filter_map(move |(offset, slot)| match slot {
-                    Slot::Occupied(value) => Some(((c << CHUNK_SHIFT) | offset, value)),
-                    Slot::Vacant(_) => None,
-                })
+                .map(move |(offset, value)| ((c << CHUNK_SHIFT) | offset, value))
         })
     }
 
@@ -356,61 +335,48 @@ impl<T> Slots<T> {
     pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = (usize, &mut T)> + '_ {
         self.chunks.iter_mut().enumerate().flat_map(|(c, chunk)| {
             chunk
-                .slots
                 .iter_mut()
-                .enumerate()
-                .filter_map(move |(offset, slot)| match slot {
-                    Slot::Occupied(value) => Some(((c << CHUNK_SHIFT) | offset, value)),
-                    Slot::Vacant(_) => None,
-                })
+                .map(move |(offset, value)| ((c << CHUNK_SHIFT) | offset, value))
         })
     }
 
-    /// Checks the bookkeeping against the slots: live counts, free lists,
-    /// the open bitmap and `first_open`. O(capacity).
+    /// Checks the bookkeeping against the chunks: sizes, the open bitmap,
+    /// `first_open`, `hot` and the spare. O(capacity).
     #[cfg(test)]
     pub(crate) fn assert_invariants(&self) {
         let mut len = 0;
         for (c, chunk) in self.chunks.iter().enumerate() {
-            let live = chunk
-                .slots
-                .iter()
-                .filter(|s| matches!(s, Slot::Occupied(_)))
-                .count();
-            assert_eq!(live, chunk.live as usize, "chunk {c}'s live count");
-            let mut free = 0;
-            let mut at = chunk.free;
-            while at != NIL {
-                let Slot::Vacant(next) = chunk.slots[at as usize] else {
-                    panic!("chunk {c}: occupied slot {at} on the free list");
-                };
-                free += 1;
-                at = next;
-            }
-            assert_eq!(free + live, chunk.slots.len(), "chunk {c}'s free list");
-            assert!(chunk.slots.capacity() <= CHUNK, "chunk {c} too big");
+            let live = chunk.len();
+            assert_eq!(chunk.iter().count(), live, "chunk {c}'s live count");
+            assert!(chunk.capacity() <= CHUNK, "chunk {c} too big");
             let open = self.open[c / 64] >> (c % 64) & 1 == 1;
             assert_eq!(open, live < CHUNK, "chunk {c}'s open bit");
             assert!(
                 c >= self.first_open || !open,
                 "open chunk {c} below first_open"
             );
+            let marked = self.marked.get(c).map_or(0, |&m| usize::from(m));
+            assert!(
+                marked == 0 || marked < live,
+                "chunk {c}: {marked} marked of {live}: a flush would empty it"
+            );
             len += live;
         }
-        assert!(self.first_open == self.chunks.len() || self.first_open < self.chunks.len());
+        assert!(self.first_open <= self.chunks.len());
         assert_eq!(len, self.len);
         if self.hot != NIL {
-            let c = self.hot as usize;
-            assert_ne!(self.chunks[c].free, NIL, "hot chunk {c} has no free slot");
+            let c = &self.chunks[self.hot as usize];
+            assert!(c.len() < c.capacity(), "hot chunk has no free slot");
         }
-        let allocated: usize = self.chunks.iter().map(|c| c.slots.capacity()).sum();
+        let allocated: usize = self.chunks.iter().map(Slab::capacity).sum();
         assert_eq!(allocated, self.allocated, "allocated slots");
+        assert!(self.marked.len() <= self.chunks.len());
         for c in self.chunks.len()..self.open.len() * 64 {
             assert_eq!(self.open[c / 64] >> (c % 64) & 1, 0, "bit {c} past the end");
         }
         if self.gives_back {
             let empty_held = (1..self.chunks.len())
-                .filter(|&c| self.chunks[c].live == 0 && self.chunks[c].slots.capacity() > 0)
+                .filter(|&c| self.chunks[c].is_empty() && self.chunks[c].capacity() > 0)
                 .count();
             assert!(empty_held <= 1, "{empty_held} empty chunks held");
         }
@@ -431,9 +397,9 @@ impl<T> Index<usize> for Slots<T> {
 
     #[inline]
     fn index(&self, index: usize) -> &T {
-        match &self.chunks[index >> CHUNK_SHIFT].slots[index & MASK] {
-            Slot::Occupied(value) => value,
-            Slot::Vacant(_) => vacant(),
+        match self.chunks[index >> CHUNK_SHIFT].get(index & MASK) {
+            Some(value) => value,
+            None => vacant(),
         }
     }
 }
@@ -441,9 +407,9 @@ impl<T> Index<usize> for Slots<T> {
 impl<T> IndexMut<usize> for Slots<T> {
     #[inline]
     fn index_mut(&mut self, index: usize) -> &mut T {
-        match &mut self.chunks[index >> CHUNK_SHIFT].slots[index & MASK] {
-            Slot::Occupied(value) => value,
-            Slot::Vacant(_) => vacant(),
+        match self.chunks[index >> CHUNK_SHIFT].get_mut(index & MASK) {
+            Some(value) => value,
+            None => vacant(),
         }
     }
 }

@@ -2,20 +2,17 @@
 //! reserving room, shrinking it and compacting it. The driver's wheels
 //! call none of them.
 
-use super::{Chunk, Slot, Slots, CHUNK, CHUNK_SHIFT, MASK};
+use slab::Slab;
+
+use super::{Slots, CHUNK, CHUNK_SHIFT};
 use crate::wheel::entry::NIL;
 
 impl<T> Slots<T> {
     /// Drops every value; keeps the chunks' allocations if the slab does
     /// not [`give back`](Slots::new), or if it has only chunk 0.
-    ///
-    /// [`gives_back`]: Slots::new
     pub(crate) fn clear(&mut self) {
-        for chunk in self.chunks.iter_mut() {
-            chunk.slots.clear();
-            chunk.free = NIL;
-            chunk.live = 0;
-        }
+        self.chunks.iter_mut().for_each(Slab::clear);
+        self.marked.clear();
         self.len = 0;
         for (word, bits) in self.open.iter_mut().enumerate() {
             let chunks = self.chunks.len() - word * 64;
@@ -50,17 +47,15 @@ impl<T> Slots<T> {
                 self.push_chunk();
             }
             let chunk = &mut self.chunks[c];
-            let live = chunk.live as usize;
+            let live = chunk.len();
             if live < CHUNK {
                 // Chunk 0 comes first if at all, with nothing counted yet.
                 let want = match c {
                     0 => (live + additional).min(CHUNK),
                     _ => CHUNK,
                 };
-                if want > chunk.slots.capacity() {
-                    chunk.slots.reserve_exact(want - chunk.slots.len());
-                }
-                room += chunk.slots.capacity() - live;
+                chunk.reserve_exact(want - live);
+                room += chunk.capacity() - live;
             }
             c += 1;
         }
@@ -72,33 +67,21 @@ impl<T> Slots<T> {
     /// valid: nothing moves. O(capacity).
     pub(crate) fn shrink_to_fit(&mut self) {
         for chunk in self.chunks.iter_mut() {
-            if chunk.live == 0 {
-                *chunk = Chunk::RELEASED;
-                continue;
-            }
-            let end = chunk
-                .slots
-                .iter()
-                .rposition(|slot| matches!(slot, Slot::Occupied(_)))
-                .map_or(0, |last| last + 1);
-            chunk.slots.truncate(end);
-            chunk.slots.shrink_to_fit();
-            // The free list named slots past the tail: rebuilt, lowest first.
-            chunk.free = NIL;
-            for (offset, slot) in chunk.slots.iter_mut().enumerate().rev() {
-                if let Slot::Vacant(next) = slot {
-                    *next = chunk.free;
-                    chunk.free = offset as u32;
-                }
+            if chunk.is_empty() {
+                *chunk = Slab::new();
+            } else {
+                // The vacant tail goes; the free list is rebuilt lowest first.
+                chunk.shrink_to_fit();
             }
         }
         self.spare = NIL;
         // Chunk 0 stays in the directory (released if empty).
         let keep = (1..self.chunks.len())
             .rev()
-            .find(|&c| self.chunks[c].live > 0)
+            .find(|&c| !self.chunks[c].is_empty())
             .map_or(1, |c| c + 1);
         self.chunks.truncate(keep);
+        self.marked.truncate(keep);
         self.open.truncate(keep.div_ceil(64));
         self.open.shrink_to_fit();
         if let Some(last) = self.open.last_mut() {
@@ -113,47 +96,45 @@ impl<T> Slots<T> {
 
     /// Moves the entries above index `len` into the vacant slots below it,
     /// calling `moved(value, from, to)` for each, then frees everything
-    /// above `len` and rebuilds the chunks as full, with no free slots.
+    /// above `len` and leaves the chunks below it full, with no free slots.
     /// O(capacity).
     pub(crate) fn compact(&mut self, mut moved: impl FnMut(&T, usize, usize)) {
         let len = self.len;
-        // Every chunk below `len` gets its slots up to `len` pushed, vacant,
-        // so that a hole there can be written.
-        for c in 0..len.div_ceil(CHUNK) {
-            let end = (len - c * CHUNK).min(CHUNK);
-            let slots = &mut self.chunks[c].slots;
-            if slots.len() < end {
-                slots.reserve_exact(end - slots.len());
-                slots.resize_with(end, || Slot::Vacant(NIL));
+        // Everything at or above `len`, taken out, highest last.
+        let mut above = Vec::new();
+        for c in len >> CHUNK_SHIFT..self.chunks.len() {
+            let chunk = &mut self.chunks[c];
+            let first = len.saturating_sub(c << CHUNK_SHIFT);
+            let offsets: Vec<usize> = chunk
+                .iter()
+                .map(|(o, _)| o)
+                .filter(|&o| o >= first)
+                .collect();
+            for offset in offsets {
+                above.push(((c << CHUNK_SHIFT) | offset, chunk.remove(offset)));
             }
-        }
-        let holes: Vec<usize> = (0..len).filter(|&i| self.get(i).is_none()).collect();
-        let mut from = self.chunks.len() * CHUNK;
-        for to in holes {
-            from = (len..from)
-                .rev()
-                .find(|&i| self.get(i).is_some())
-                .expect("as many entries above len as holes below");
-            let slot = std::mem::replace(
-                &mut self.chunks[from >> CHUNK_SHIFT].slots[from & MASK],
-                Slot::Vacant(NIL),
-            );
-            let Slot::Occupied(value) = slot else {
-                unreachable!()
-            };
-            moved(&value, from, to);
-            self.chunks[to >> CHUNK_SHIFT].slots[to & MASK] = Slot::Occupied(value);
         }
         let keep = len.div_ceil(CHUNK).max(1);
         self.chunks.truncate(keep);
-        for (c, chunk) in self.chunks.iter_mut().enumerate() {
-            chunk.slots.truncate((len - c * CHUNK).min(CHUNK));
-            chunk.slots.shrink_to_fit();
-            chunk.free = NIL;
-            chunk.live = chunk.slots.len() as u32;
+        // A queue's slab: it marks nothing.
+        self.marked.clear();
+        for c in 0..keep {
+            let end = (len - (c << CHUNK_SHIFT)).min(CHUNK);
+            let chunk = &mut self.chunks[c];
+            // Its vacant tail cut, a chunk's free slots are all below `end`:
+            // filling it to `end` entries fills exactly the slots below.
+            chunk.shrink_to_fit();
+            chunk.reserve_exact(end - chunk.len());
+            while chunk.len() < end {
+                let (from, value) = above.pop().expect("an entry above len per hole");
+                moved(&value, from, (c << CHUNK_SHIFT) | chunk.vacant_key());
+                chunk.insert(value);
+            }
+            chunk.shrink_to_fit();
         }
+        debug_assert!(above.is_empty());
         self.open = vec![0; keep.div_ceil(64)];
-        if (self.chunks.last().live as usize) < CHUNK {
+        if self.chunks.last().len() < CHUNK {
             let c = keep - 1;
             self.open[c / 64] |= 1 << (c % 64);
         }

@@ -164,6 +164,69 @@ fn no_insert_or_removal_allocates_or_frees_more_than_a_chunk_or_two() {
     }
 }
 
+/// As above, by `discard`, the driver's cancel: a flush of a batch used to
+/// empty, and free, up to a batch of chunks (shuffled order). Now no call
+/// frees more than one chunk, or three when it empties the wheel, in work
+/// counted in slots, whichever order the entries go in.
+#[test]
+fn no_discard_frees_more_than_a_chunk_or_three_when_it_empties_the_wheel() {
+    for order in 0..3 {
+        let mut wheel: Wheel<u64> = Wheel::new(64);
+        let mut keys: Vec<Key> = (0..4_000)
+            .map(|i| wheel.try_insert(spread(i), i).unwrap())
+            .collect();
+        match order {
+            0 => {}
+            1 => keys.reverse(),
+            _ => shuffle(&mut keys, 11),
+        }
+        let mut capacity = wheel.allocated_entries();
+        let n = keys.len();
+        for (i, key) in keys.into_iter().enumerate() {
+            assert!(wheel.discard(key).is_some());
+            let now = wheel.allocated_entries();
+            let most = if i + 1 == n { 3 } else { 1 } * TRIM_FLOOR;
+            assert!(
+                capacity - now <= most,
+                "order {order}: discard {i} freed {} slots",
+                capacity - now
+            );
+            capacity = now;
+            if i % 97 == 0 {
+                wheel.assert_invariants();
+            }
+        }
+        assert_eq!((capacity, wheel.len()), (0, 0), "order {order}");
+    }
+}
+
+/// A removal that leaves a chunk holding discarded entries only flushes
+/// them then, so that a later flush does not empty that chunk beside
+/// another.
+#[test]
+fn a_removal_leaving_a_chunk_only_discarded_entries_flushes_them() {
+    let mut wheel: Wheel<u64> = Wheel::new(64);
+    // Chunks 0 and 1 full and one entry in chunk 2 (the latest, which a
+    // discard would remove at once), all in one slot: each has neighbours.
+    let keys: Vec<Key> = (0..2 * TRIM_FLOOR as u64 + 1)
+        .map(|i| wheel.try_insert(100, i).unwrap())
+        .collect();
+    let (chunk1_first, chunk1_rest) = keys[TRIM_FLOOR..2 * TRIM_FLOOR].split_first().unwrap();
+    for &key in chunk1_rest {
+        wheel.discard(key).unwrap();
+    }
+    assert_eq!(wheel.discarded(), TRIM_FLOOR - 1, "batched");
+    wheel.assert_invariants();
+    // Emptying a chunk with no discarded entry (chunk 2) leaves the batch.
+    let last = keys[2 * TRIM_FLOOR];
+    assert_eq!(wheel.remove(last), Some(2 * TRIM_FLOOR as u64));
+    assert_eq!(wheel.discarded(), TRIM_FLOOR - 1, "still batched");
+    assert_eq!(wheel.remove(*chunk1_first), Some(TRIM_FLOOR as u64));
+    assert_eq!(wheel.discarded(), 0, "flushed with the chunk's last entry");
+    assert_eq!(wheel.len(), TRIM_FLOOR);
+    wheel.assert_invariants();
+}
+
 #[test]
 fn a_timer_started_and_cancelled_at_a_chunks_edge_allocates_nothing() {
     let mut wheel: Wheel<u64> = Wheel::new(64);

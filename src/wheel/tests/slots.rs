@@ -156,9 +156,15 @@ fn clear_keeps_a_queues_chunks_and_frees_a_grown_slab() {
 
 #[test]
 fn a_slot_of_the_drivers_entry_is_40_bytes() {
-    // The driver's value is two words (`driver::job::Job`); the vacant
-    // variant hides in `Place`'s niche, as it did in `slab::Slab`.
-    let size = std::mem::size_of::<Slot<super::super::entry::Entry<[usize; 2]>>>();
+    // The driver's value is two words (`driver::job::Job`). A `Slab`'s slot
+    // is this enum (slab 0.4's `Entry`); its vacant variant hides in
+    // `Place`'s niche.
+    #[allow(dead_code)]
+    enum SlabEntry<T> {
+        Vacant(usize),
+        Occupied(T),
+    }
+    let size = std::mem::size_of::<SlabEntry<super::super::entry::Entry<[usize; 2]>>>();
     assert_eq!(
         size,
         if cfg!(target_pointer_width = "64") {
@@ -167,6 +173,11 @@ fn a_slot_of_the_drivers_entry_is_40_bytes() {
             32
         }
     );
+    // A chunk past 0 is allocated whole, at exactly `CHUNK` slots.
+    let mut slots = filled(CHUNK + 1);
+    assert_eq!(slots.chunks[1].capacity(), CHUNK);
+    slots.remove(CHUNK);
+    assert_eq!(slots.capacity(), 2 * CHUNK);
 }
 
 #[test]
@@ -180,7 +191,7 @@ fn chunk_0_is_kept_while_other_chunks_have_entries() {
         slots.remove(i);
     }
     assert_eq!(slots.capacity(), full);
-    assert_eq!(slots.chunks[0].slots.capacity(), CHUNK);
+    assert_eq!(slots.chunks[0].capacity(), CHUNK);
     slots.assert_invariants();
 }
 
@@ -273,4 +284,20 @@ fn shrink_to_fit_cuts_the_directory_and_keeps_a_full_words_bits() {
     assert_eq!(slots.chunks.len(), 64);
     slots.assert_invariants();
     assert_eq!(slots.insert(7), 63 * CHUNK);
+}
+
+#[test]
+fn iteration_yields_each_entry_with_its_own_index() {
+    let mut slots = filled(3 * CHUNK);
+    for i in [1, CHUNK + 2, 2 * CHUNK + 3] {
+        slots.remove(i);
+    }
+    let seen: Vec<(usize, usize)> = slots.iter().map(|(i, &v)| (i, v)).collect();
+    let expected: Vec<(usize, usize)> = (0..3 * CHUNK)
+        .filter(|i| ![1, CHUNK + 2, 2 * CHUNK + 3].contains(i))
+        .map(|i| (i, i))
+        .collect();
+    assert_eq!(seen, expected);
+    let seen_mut: Vec<(usize, usize)> = slots.iter_mut().map(|(i, v)| (i, *v)).collect();
+    assert_eq!(seen_mut, expected);
 }
