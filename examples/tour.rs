@@ -1,7 +1,7 @@
 //! A tour of `wheel`: sleep, timeout and interval on the default timer,
 //! tower's request timeout on the wheel, an explicit timer with its own
 //! tick, callbacks, a manual clock and a test clock, and the stats each
-//! timer keeps; then a rough measure of why one would switch.
+//! timer keeps; then a measure of why one would switch.
 //!
 //! Run it with `cargo run --release --features tower --example tour` (the
 //! README's command: `Cargo.toml` declares the example with
@@ -145,16 +145,21 @@ async fn main() {
     println!("stats, explicit timer: {}", coarse.stats());
 
     // 7. Why switch: a server makes a timeout per request and cancels it
-    // almost always. Both workers at it, as on a busy server.
+    // almost always. Both workers at it, as on a busy server; the CPU time
+    // every thread spent, as `cargo bench --bench compare` counts it.
     let n = 100_000;
-    let (tokio_ns, wheel_ns) = request_timeouts(n).await;
-    println!(
-        "\nwhy:      {n} request timeouts made and cancelled on 2 busy workers: \
-         tokio::time {tokio_ns:.0} ns each, wheel {wheel_ns:.0} ns each ({:.2}x).\n          \
-         A rough figure from this run; `cargo bench --bench compare` measures properly \
-         (benches/README.md).",
-        wheel_ns / tokio_ns
-    );
+    let measured = tokio::task::spawn_blocking(move || request_timeouts(n)).await;
+    match measured.expect("the measure ran") {
+        Some((tokio_ns, wheel_ns)) => println!(
+            "\nwhy:      {n} request timeouts (1-5 s) made and cancelled on 2 busy workers, CPU per \
+             timeout: tokio::time {tokio_ns:.0} ns, wheel {wheel_ns:.0} ns ({:.2}x), on {}.\n          \
+             Median of 3 runs of this one; `cargo bench --bench compare` measures properly \
+             (benches/README.md).",
+            wheel_ns / tokio_ns,
+            cpu_model()
+        ),
+        None => println!("\nwhy:      (skipped: it reads each thread's CPU time from Linux's /proc)"),
+    }
     println!(
         "\nMore: cargo run --release --example idle_reaper (a TCP server reaping idle clients \
          with wheel::DelayQueue), cargo run --release --example callbacks (Netty-style retries \
@@ -183,44 +188,139 @@ async fn tower_timeout() {
     );
 }
 
-/// Wall-clock ns per timeout for `tokio::time::timeout` and `wheel::timeout`
-/// (30 s, on a request that is still pending when first polled, then
-/// dropped: registered and cancelled), `n` of each spread over two tasks.
-/// Each side runs twice, alternating, after a warm-up; the best run counts.
-async fn request_timeouts(n: usize) -> (f64, f64) {
-    fn tokio_side() -> impl Future<Output = Result<(), tokio::time::error::Elapsed>> {
-        tokio::time::timeout(Duration::from_secs(30), std::future::pending())
+/// CPU ns per timeout for `tokio::time::timeout` and `wheel::timeout` (1-5
+/// s, as the bench's `churn` row, on a request still pending when first
+/// polled, then dropped: registered and cancelled), `n` of each spread over
+/// 4 tasks per worker, which yield every 256 so that both workers stay
+/// busy. As `cargo bench --bench compare` does, each run has a fresh
+/// 2-worker runtime (`enable_all`) and warms up first; the median of 3
+/// runs a side, alternating. `None` without `/proc`.
+fn request_timeouts(n: usize) -> Option<(f64, f64)> {
+    fn tokio_side(d: Duration) -> impl Future<Output = Result<(), tokio::time::error::Elapsed>> {
+        tokio::time::timeout(d, std::future::pending())
     }
-    fn wheel_side() -> impl Future<Output = Result<(), wheel::error::Elapsed>> {
-        wheel::timeout(Duration::from_secs(30), std::future::pending())
+    fn wheel_side(d: Duration) -> impl Future<Output = Result<(), wheel::error::Elapsed>> {
+        wheel::timeout(d, std::future::pending())
     }
-    let (mut tokio_best, mut wheel_best) = (f64::MAX, f64::MAX);
-    churn_timeouts(n / 10, tokio_side).await;
-    churn_timeouts(n / 10, wheel_side).await;
-    for _ in 0..2 {
-        tokio_best = tokio_best.min(churn_timeouts(n, tokio_side).await);
-        wheel_best = wheel_best.min(churn_timeouts(n, wheel_side).await);
+    fn run<F: Future + Send + 'static>(n: usize, make: fn(Duration) -> F) -> Option<f64> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(churn_timeouts(n, make))
     }
-    (tokio_best, wheel_best)
+    let (mut tokio_runs, mut wheel_runs) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        tokio_runs.push(run(n, tokio_side)?);
+        wheel_runs.push(run(n, wheel_side)?);
+    }
+    let median = |mut runs: Vec<f64>| {
+        runs.sort_by(f64::total_cmp);
+        runs[runs.len() / 2]
+    };
+    Some((median(tokio_runs), median(wheel_runs)))
 }
 
-/// Makes `n` timeouts with `make` on two tasks, polls each once and drops
-/// it; wall-clock ns per timeout. `unconstrained`, or tokio's cooperative
-/// budget would stop its timeouts from registering after 128 polls.
-async fn churn_timeouts<F: Future + Send + 'static>(n: usize, make: fn() -> F) -> f64 {
-    let start = Instant::now();
-    let tasks: Vec<_> = (0..2)
-        .map(|_| {
+/// Makes `n` timeouts of 1-5 s with `make` on 8 tasks, each polled once and
+/// dropped; CPU ns per timeout, all threads'. Each task warms up with a
+/// tenth of its share, then all start together. `unconstrained`, or
+/// tokio's cooperative budget would stop its timeouts from registering
+/// after 128 polls.
+async fn churn_timeouts<F: Future + Send + 'static>(
+    n: usize,
+    make: fn(Duration) -> F,
+) -> Option<f64> {
+    const TASKS: usize = 8;
+    let share = (n / TASKS) as u64;
+    let (ready, go) = (
+        std::sync::Arc::new(tokio::sync::Barrier::new(TASKS + 1)),
+        std::sync::Arc::new(tokio::sync::Barrier::new(TASKS + 1)),
+    );
+    let tasks: Vec<_> = (0..TASKS as u64)
+        .map(|task| {
+            let (ready, go) = (ready.clone(), go.clone());
             tokio::spawn(tokio::task::unconstrained(async move {
-                for _ in 0..n / 2 {
-                    let timeout = pin!(make());
-                    assert!(futures::poll!(timeout).is_pending());
-                }
+                churn(make, task, share / 10).await;
+                ready.wait().await;
+                go.wait().await;
+                churn(make, task, share).await;
             }))
         })
         .collect();
+    ready.wait().await;
+    // Every task waits at the start line and the workers have parked.
+    let before = cpu_ns()?;
+    go.wait().await;
     for task in tasks {
         task.await.expect("a churning task panicked");
     }
-    start.elapsed().as_nanos() as f64 / n as f64
+    Some((cpu_ns()? - before) as f64 / n as f64)
+}
+
+/// Task `task`'s `count` timeouts of 1-5 s (spread by a multiplicative hash
+/// of the count), made with `make`, each polled once and dropped; it
+/// requeues itself every 256.
+async fn churn<F: Future>(make: fn(Duration) -> F, task: u64, count: u64) {
+    for i in 0..count {
+        let step = (task << 32 | i).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32;
+        let timeout = pin!(make(
+            Duration::from_secs(1) + Duration::from_nanos(step % 4_000_000_000)
+        ));
+        assert!(futures::poll!(timeout).is_pending());
+        if i % 256 == 255 {
+            requeue().await;
+        }
+    }
+}
+
+/// Puts the task at the back of its worker's run queue, where the other
+/// worker, should it run short, steals it (`tokio::task::yield_now` would
+/// keep it on its worker).
+async fn requeue() {
+    let mut woken = false;
+    std::future::poll_fn(|cx| {
+        if std::mem::replace(&mut woken, true) {
+            std::task::Poll::Ready(())
+        } else {
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    })
+    .await
+}
+
+/// The CPU time every thread of the process but the calling one has run, in
+/// ns (`/proc/self/task/*/schedstat`), read once they have had 3 ms to park:
+/// a running thread's count lags by up to a scheduler tick, and the caller
+/// (`main`'s, which only waits) is always running. `None` without `/proc`.
+fn cpu_ns() -> Option<u64> {
+    std::thread::sleep(Duration::from_millis(3));
+    let me = std::fs::read_link("/proc/thread-self").ok()?;
+    let me = me.file_name()?;
+    let mut sum = 0;
+    for task in std::fs::read_dir("/proc/self/task").ok()? {
+        let task = task.ok()?;
+        if task.file_name() == me {
+            continue;
+        }
+        // A thread that has just exited has no file left: nothing to add.
+        if let Ok(stat) = std::fs::read_to_string(task.path().join("schedstat")) {
+            sum += stat.split_whitespace().next()?.parse::<u64>().ok()?;
+        }
+    }
+    Some(sum)
+}
+
+/// The CPU's model, from `/proc/cpuinfo`.
+fn cpu_model() -> String {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find_map(|line| line.strip_prefix("model name")?.split_once(':'))
+        .map_or("an unknown CPU", |(_, model)| model.trim());
+    format!(
+        "{model} ({} threads)",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    )
 }
