@@ -314,15 +314,3 @@ impl Driver {
         leftovers
     }
 }
-
-impl std::fmt::Debug for Driver {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Driver")
-            .field("tick", &self.clock().tick())
-            .field("slots_per_level", &self.slots_per_level)
-            .field("shards", &self.shards.len())
-            .field("manual", &self.is_manual())
-            .field("shut_down", &self.is_shut_down())
-            .finish_non_exhaustive()
-    }
-}
