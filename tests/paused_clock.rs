@@ -474,3 +474,18 @@ fn an_explicit_timers_first_interval_tick_comes_at_tokios_instant() {
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
+
+/// A sleep shorter than one already pending in the same shard pulls the
+/// alarm in: it completes at its own instant, not the longer one's.
+#[test]
+fn a_shorter_sleep_after_a_longer_one_pulls_the_alarm_in() {
+    let _guard = common::guard();
+    let elapsed = common::paused_rt().block_on(async {
+        let start = tokio::time::Instant::now();
+        let mut long = tokio_test::task::spawn(wheel::sleep(Duration::from_secs(10)));
+        assert!(long.poll().is_pending());
+        wheel::sleep(Duration::from_secs(1)).await;
+        start.elapsed()
+    });
+    assert_eq!(elapsed, Duration::from_secs(1));
+}
