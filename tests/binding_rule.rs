@@ -23,7 +23,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use tokio::runtime::{Builder, Runtime};
+use tokio::runtime::Builder;
 use tokio::time::Instant;
 
 type Boxed<T> = Pin<Box<dyn Future<Output = T> + Send>>;
@@ -48,14 +48,6 @@ fn one_worker() -> Builder {
         .max_blocking_threads(1)
         .enable_time();
     builder
-}
-
-fn paused() -> Runtime {
-    Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap()
 }
 
 /// Tasks in a row using the timer on the one worker (and the last of them
@@ -91,7 +83,7 @@ fn block_in_place(make: MakeSleep) -> Option<Duration> {
         use_the_timer(make).await;
         tokio::spawn(async move {
             make(Duration::ZERO).await;
-            tokio::task::block_in_place(|| paused().block_on(an_hour_there(make)))
+            tokio::task::block_in_place(|| common::paused_unguarded().block_on(an_hour_there(make)))
         })
         .await
         .unwrap()
@@ -105,7 +97,7 @@ fn spawn_blocking(make: MakeSleep) -> Option<Duration> {
         use_the_timer(make).await;
         tokio::task::spawn_blocking(move || {
             drop(make(Duration::ZERO));
-            paused().block_on(an_hour_there(make))
+            common::paused_unguarded().block_on(an_hour_there(make))
         })
         .await
         .unwrap()
@@ -117,7 +109,7 @@ fn spawn_blocking(make: MakeSleep) -> Option<Duration> {
 /// completes an hour later on B's clock (with A's timer it waited in real
 /// time, or, once A was dropped, panicked "the timer has shut down").
 fn made_under_enter(make: MakeSleep, drop_a: bool) -> Option<Duration> {
-    let (a, b) = (one_worker().build().unwrap(), paused());
+    let (a, b) = (one_worker().build().unwrap(), common::paused_unguarded());
     let in_b = b.handle().clone();
     let join = a.block_on(async move {
         use_the_timer(make).await;
@@ -173,7 +165,7 @@ fn a_sleep_made_under_enter_is_the_entered_runtimes() {
 fn timeout_made_in_a_polled_in_b<T: Future<Output = Result<(), E>> + Send + 'static, E>(
     make: fn() -> T,
 ) -> Option<Duration> {
-    let (a, b) = (one_worker().build().unwrap(), paused());
+    let (a, b) = (one_worker().build().unwrap(), common::paused_unguarded());
     b.block_on(tokio::time::advance(24 * HOUR));
     let timed = a.block_on(async move { tokio::spawn(async move { make() }).await.unwrap() });
     b.block_on(async move {

@@ -21,14 +21,6 @@ fn multi_thread(workers: usize) -> Runtime {
         .unwrap()
 }
 
-fn paused() -> Runtime {
-    Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap()
-}
-
 /// A task of runtime one asks for the default timer, and makes a
 /// `DelayQueue`, inside runtime two's `Handle::enter`. Runtime one's sleeps
 /// on that worker still belong to runtime one (before, they bound to
@@ -98,7 +90,7 @@ fn a_paused_runtimes_task_in_block_in_place_sleeps_on_its_clock() {
     let (ours, tokios) = one.block_on(async {
         tokio::spawn(async {
             tokio::task::block_in_place(|| {
-                paused().block_on(async {
+                common::paused_unguarded().block_on(async {
                     let ours = tokio::spawn(async {
                         let start = wheel::Instant::now();
                         wheel::sleep(ms(200)).await;
@@ -127,7 +119,7 @@ fn a_paused_runtimes_task_in_block_in_place_sleeps_on_its_clock() {
 #[test]
 fn a_sleep_made_in_one_runtime_and_polled_in_another_waits_on_the_first() {
     let _guard = common::guard();
-    let (a, b) = (paused(), multi_thread(1));
+    let (a, b) = (common::paused_unguarded(), multi_thread(1));
     let (mut ours, mut tokios) = {
         let _in_a = a.enter();
         (
@@ -156,7 +148,7 @@ fn a_sleep_made_in_one_runtime_and_polled_in_another_waits_on_the_first() {
 #[test]
 fn a_timers_clock_read_inside_another_runtime_is_its_own() {
     let _guard = common::guard();
-    let (a, b) = (paused(), paused());
+    let (a, b) = (common::paused_unguarded(), common::paused_unguarded());
     let timer = a.block_on(async {
         tokio::time::advance(Duration::from_secs(10)).await;
         Timer::builder().build().unwrap()
@@ -176,7 +168,7 @@ fn a_timers_clock_read_inside_another_runtime_is_its_own() {
 #[test]
 fn a_pass_reads_its_own_clock_while_a_task_holds_another_runtime_entered() {
     let _guard = common::guard();
-    let (a, b) = (paused(), paused());
+    let (a, b) = (common::paused_unguarded(), common::paused_unguarded());
     b.block_on(async { tokio::time::advance(Duration::from_secs(10)).await });
     a.block_on(async {
         let timer = Timer::builder().build().unwrap();

@@ -24,14 +24,6 @@ impl Wake for Counting {
     }
 }
 
-fn paused() -> tokio::runtime::Runtime {
-    Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap()
-}
-
 /// `alarm.rs` (`ARMING`): resetting a registered tokio timer to a moment
 /// tokio's driver has processed calls its waker on the spot, on the
 /// resetting thread, before `reset` returns (the wheel's alarm waker must
@@ -39,7 +31,7 @@ fn paused() -> tokio::runtime::Runtime {
 #[test]
 fn a_reset_into_the_processed_past_wakes_before_it_returns() {
     let _guard = common::guard();
-    paused().block_on(async {
+    common::paused_unguarded().block_on(async {
         let start = Instant::now();
         tokio::time::sleep(Duration::from_millis(2)).await;
         let counting = Arc::new(Counting(AtomicUsize::new(0)));
@@ -62,7 +54,7 @@ fn a_reset_into_the_processed_past_wakes_before_it_returns() {
 #[test]
 fn a_first_poll_is_ready_exactly_when_its_millisecond_was_processed() {
     let _guard = common::guard();
-    paused().block_on(async {
+    common::paused_unguarded().block_on(async {
         let start = Instant::now();
         tokio::time::sleep(Duration::from_millis(3)).await;
         // The clock moves 300 µs further; the driver has not processed it.

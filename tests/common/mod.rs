@@ -40,7 +40,9 @@ pub fn paused_rt_far() -> Runtime {
     rt
 }
 
-fn paused_unguarded() -> Runtime {
+/// [`paused_rt`] without the guard's task: a program whose clock must find
+/// no timer but its own (auto-advance would jump to the guard's).
+pub fn paused_unguarded() -> Runtime {
     Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
