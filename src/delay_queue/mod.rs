@@ -523,61 +523,6 @@ impl<T> DelayQueue<T> {
     pub fn peek(&self) -> Option<Key> {
         self.wheel.peek().map(|key| Key(self.moved.outside(key)))
     }
-
-    /// Entries in the queue, due or not.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() {
-    /// let mut queue = wheel::DelayQueue::new();
-    /// queue.insert(1, std::time::Duration::from_secs(1));
-    /// assert_eq!(queue.len(), 1);
-    /// # }
-    /// ```
-    pub fn len(&self) -> usize {
-        self.wheel.len()
-    }
-
-    /// Whether the queue holds no entry.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let queue: wheel::DelayQueue<()> = wheel::DelayQueue::new();
-    /// assert!(queue.is_empty());
-    /// ```
-    pub fn is_empty(&self) -> bool {
-        self.wheel.len() == 0
-    }
-
-    /// Drops every entry; every key handed out so far becomes stale. A task
-    /// waiting in [`poll_expired`](DelayQueue::poll_expired) is woken to see
-    /// `Ready(None)`.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() {
-    /// let mut queue = wheel::DelayQueue::new();
-    /// let key = queue.insert("a", std::time::Duration::from_secs(1));
-    /// queue.clear();
-    /// assert!(queue.is_empty());
-    /// assert!(queue.try_remove(&key).is_none());
-    /// # }
-    /// ```
-    pub fn clear(&mut self) {
-        let had_entries = !self.is_empty();
-        self.wheel.clear();
-        self.moved.clear();
-        self.far.clear();
-        self.disarm();
-        if had_entries {
-            self.wake();
-        }
-    }
 }
 
 #[track_caller]
