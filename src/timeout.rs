@@ -53,10 +53,8 @@ use crate::Sleep;
 /// ```
 #[inline]
 pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoFuture> {
-    let (made_in, now) = match registry::default_runtime() {
-        Ok((id, now)) => (Some(id), now),
-        Err(_) => (None, Instant::now()),
-    };
+    let made_in = registry::default_runtime().ok();
+    let now = made_in.map_or_else(Instant::now, registry::now_on);
     let deadline = Deadline::checked_after(now, duration).unwrap_or(Deadline::NEVER);
     Timeout::made_in(future.into_future(), made_in, Sleep::at(None, deadline))
 }
@@ -81,7 +79,7 @@ pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoF
 /// # }
 /// ```
 pub fn timeout_at<F: IntoFuture>(deadline: Instant, future: F) -> Timeout<F::IntoFuture> {
-    let made_in = registry::default_runtime().ok().map(|(id, _)| id);
+    let made_in = registry::default_runtime().ok();
     let deadline = Deadline::from_instant(deadline);
     Timeout::made_in(future.into_future(), made_in, Sleep::at(None, deadline))
 }

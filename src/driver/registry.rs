@@ -82,23 +82,30 @@ pub(crate) fn default_binding() -> Result<(Arc<Shard>, Instant), BuildError> {
 }
 
 /// The current runtime, whose default timer a `Timeout` made now belongs
-/// to, and the time on that timer's clock; the shard waits for the first
+/// to, its timer now in this thread's cache; the shard waits for the first
 /// wait ([`shard_of`]), so that a timeout whose future is ready at once
 /// touches no count of the timer's.
 #[inline]
-pub(crate) fn default_runtime() -> Result<(Id, Instant), BuildError> {
+pub(crate) fn default_runtime() -> Result<Id, BuildError> {
     let handle = Handle::try_current().map_err(|_| BuildError::no_runtime())?;
     let id = handle.id();
-    let manual = match with_cache(|cached| (cached.runtime == id).then_some(cached.manual)) {
-        Some(manual) => manual,
-        None => refill(handle, id)?.0.is_manual(),
-    };
-    let now = if manual {
-        default_shard()?.now()
-    } else {
-        Instant::now()
-    };
-    Ok((id, now))
+    if with_cache(|cached| (cached.runtime == id).then_some(())).is_none() {
+        refill(handle, id)?;
+    }
+    Ok(id)
+}
+
+/// The time on the clock of runtime `id`'s default timer, just found by
+/// [`default_runtime`] (so in this thread's cache): a test clock's (a
+/// `TestRuntime`'s), else tokio's, inside that runtime.
+#[inline]
+pub(crate) fn now_on(id: Id) -> Instant {
+    let manual =
+        with_cache(|cached| (cached.runtime == id && cached.manual).then(|| cached.shard()));
+    match manual.flatten() {
+        Some(shard) => shard.now(),
+        None => Instant::now(),
+    }
 }
 
 /// This thread's shard of runtime `id`'s default timer, for a `Timeout`
