@@ -75,9 +75,16 @@ impl Time {
     /// parks (not asked once the timer has shut down: tokio's driver may be
     /// going too).
     pub(crate) fn come(&self, at: Instant, reading: Reading, shut_down: bool) -> bool {
+        // Only a moment the clock has reached can have been processed
+        // (tokio's driver processes whole milliseconds up to a reading of
+        // its clock), so only then is tokio asked: a registration for a
+        // later tick, the usual one, probes nothing.
+        if at > reading.now {
+            return false;
+        }
         match self.source.handle() {
             Some(handle) if reading.still && !shut_down => processed(handle, at),
-            _ => at <= reading.now,
+            _ => true,
         }
     }
 
