@@ -440,3 +440,100 @@ fn public_types_are_send_sync_unpin() {
     fn unpin<T: Unpin>() {}
     unpin::<DelayQueue<std::marker::PhantomPinned>>();
 }
+
+// ---------------------------------------------------------------------------
+// What a queue made by `new` waits on.
+
+/// A queue made by `new` waits on a tokio timer of its runtime, as
+/// tokio-util's does: not on a `Sleep` of the default timer, whose stats
+/// it is not in. Its entries still come out at tokio-util's instants
+/// (`delay_queue_model.rs`).
+#[tokio::test(start_paused = true)]
+async fn a_new_queue_waits_on_a_tokio_timer_not_the_default_timers() {
+    let _guard = common::guard();
+    let mut queue = task::spawn(DelayQueue::new());
+    queue.insert("a", ms(10));
+    assert_pending!(poll_queue(&mut queue));
+    assert_eq!(Timer::current().stats().pending, 0);
+    time::advance(ms(10)).await;
+    assert!(queue.is_woken(), "tokio's timer woke the queue");
+    let expired = assert_ready!(poll_queue(&mut queue)).unwrap();
+    assert_eq!(expired.into_inner(), "a");
+    assert_eq!(Timer::current().stats().fired, 0);
+}
+
+/// Its timer's shutdown still stops it: polled before its next entry is
+/// due, the queue panics as a pending `Sleep` of that timer does.
+#[tokio::test(start_paused = true)]
+#[should_panic(
+    expected = "wheel: this DelayQueue can never yield its entries: the timer has shut down"
+)]
+async fn a_new_queue_whose_timer_has_shut_down_panics_when_it_must_wait() {
+    let _guard = common::guard();
+    let mut queue = task::spawn(DelayQueue::new());
+    queue.insert("a", ms(10));
+    assert_pending!(poll_queue(&mut queue));
+    Timer::current().shutdown();
+    let _ = poll_queue(&mut queue);
+}
+
+/// What is due when the timer shuts down still comes out, as a `Sleep`
+/// whose deadline has passed still completes.
+#[tokio::test(start_paused = true)]
+async fn a_new_queue_yields_what_is_due_after_its_timer_shut_down() {
+    let _guard = common::guard();
+    let mut queue = task::spawn(DelayQueue::new());
+    queue.insert("a", ms(10));
+    assert_pending!(poll_queue(&mut queue));
+    time::advance(ms(20)).await;
+    Timer::current().shutdown();
+    let expired = assert_ready!(poll_queue(&mut queue)).unwrap();
+    assert_eq!(expired.into_inner(), "a");
+    assert!(assert_ready!(poll_queue(&mut queue)).is_none());
+}
+
+/// On a running clock a queue made by `new` counts tokio's own
+/// milliseconds, so a deadline is rounded up once, to tokio's millisecond:
+/// each entry comes out when a tokio `Sleep` until its deadline completes,
+/// where tokio-util's queue, counting from its creation and rounded again
+/// by its `Sleep`, can be a millisecond later. The clock runs while the
+/// queue binds and takes its entries, then is paused to watch them come
+/// out.
+#[test]
+fn a_new_queue_on_a_running_clock_rounds_once_to_tokios_millisecond() {
+    let _guard = common::guard();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        // The default timer exists (its grid found) before the queue binds.
+        wheel::sleep(Duration::from_micros(1)).await;
+        let mut queue = task::spawn(DelayQueue::new());
+        // Deadlines spread over a millisecond, so that without the one
+        // rounding some would come out a millisecond after tokio's sleep.
+        let keys: Vec<Key> = (0..20u64)
+            .map(|i| queue.insert(i, Duration::from_micros(5_000 + 53 * i)))
+            .collect();
+        time::pause();
+        let mut sleeps: Vec<_> = keys
+            .iter()
+            .map(|key| Box::pin(time::sleep_until(queue.deadline(key))))
+            .collect();
+        let mut queue_step = [None; 20];
+        let mut sleep_step = [None; 20];
+        for step in 0..200 {
+            time::advance(Duration::from_micros(50)).await;
+            while let Poll::Ready(Some(expired)) = poll_queue(&mut queue) {
+                queue_step[*expired.get_ref() as usize] = Some(step);
+            }
+            for (i, sleep) in sleeps.iter_mut().enumerate() {
+                if sleep_step[i].is_none() && futures::poll!(sleep.as_mut()).is_ready() {
+                    sleep_step[i] = Some(step);
+                }
+            }
+        }
+        assert!(sleep_step.iter().all(Option::is_some), "{sleep_step:?}");
+        assert_eq!(queue_step, sleep_step);
+    });
+}

@@ -15,6 +15,9 @@ use crate::Timer;
 pub(super) struct Bound {
     pub(super) timer: Timer,
     pub(super) clock: Clock,
+    /// For a queue made by `new` on a runtime's clock: that runtime, whose
+    /// tokio timer the queue waits on (see `wait.rs`).
+    pub(super) runtime: Option<tokio::runtime::Handle>,
     /// The clock's tick 0, and as `at.rs` keeps a deadline (`None` if it
     /// cannot), and the tick in nanoseconds: for [`DelayQueue::ahead`]'s
     /// 64-bit arithmetic.
@@ -27,19 +30,34 @@ impl Bound {
     /// `start`: the queue was made by `DelayQueue::new` then, and counts
     /// whole milliseconds from it, as tokio-util's does.
     pub(super) fn new(timer: Timer, start: Option<Instant>) -> Bound {
+        let time = timer.driver().time();
         let now = timer.now();
-        // With a timer of its own, tick 0 starts at the timer's last tick
-        // boundary, so the queue's ticks are the timer's ticks and a deadline
-        // is rounded up once, not once by the queue and again by the timer.
-        // Never after `now`: a deadline before the origin maps to tick 0.
-        let grid = timer.driver().clock();
+        let grid = time.clock();
+        // The last tick boundary at or before `at`, on the timer's grid.
+        let floor = |at: Instant, tick: u64| grid.instant_at(tick).map_or(at, |s| s.min(at));
+        // A queue made by `new` waits on a tokio timer of its runtime
+        // (`wait.rs`).
+        let runtime = start.and(time.handle().cloned());
         let (origin, tick) = match start {
+            // With a timer of its own, tick 0 starts at the timer's last
+            // tick boundary, so the queue's ticks are the timer's ticks and
+            // a deadline is rounded up once, not once by the queue and again
+            // by the timer. Never after `now`: a deadline before the origin
+            // maps to tick 0.
+            None => (floor(now, grid.now_tick(now)), timer.tick()),
+            // Made by `new` on a runtime whose clock runs: it counts tokio's
+            // own milliseconds (the default timer's grid is tokio's), from
+            // the last one begun by its creation, so a deadline is rounded
+            // up once, not again by tokio: up to a millisecond less late
+            // than tokio-util's queue, never early.
+            Some(start) if runtime.is_some() && !time.read().still => {
+                let tick = grid.tokio_ms_floor(grid.now_tick(start));
+                (floor(start, tick), Duration::from_millis(1))
+            }
+            // On a paused clock (or a test clock), whole milliseconds from
+            // its creation, as tokio-util's: entries come out at its
+            // instants.
             Some(start) => (start, Duration::from_millis(1)),
-            None => (
-                grid.instant_at(grid.now_tick(now))
-                    .map_or(now, |start| start.min(now)),
-                timer.tick(),
-            ),
         };
         let clock = Clock::new(origin, tick);
         let origin_at = Some(super::at::encode(origin)).filter(|&at| at != super::at::FAR);
@@ -47,6 +65,7 @@ impl Bound {
         Bound {
             timer,
             clock,
+            runtime,
             origin,
             origin_at,
             tick_nanos,
@@ -98,16 +117,18 @@ impl<T> DelayQueue<T> {
 
     /// The tick an entry due at `deadline` waits for: the deadline rounded
     /// up to the queue's tick (never early). With a timer of its own, one
-    /// passed by `now` is due at the tick it fell in, whose start has come:
-    /// rounding it up would hold a zero timeout back to the next tick. On
-    /// the default timer it rounds up, as tokio-util's does.
-    pub(super) fn due_tick(&mut self, deadline: Instant, now: Instant) -> u64 {
+    /// passed by now (`now`, or the clock read here if `None`) is due at
+    /// the tick it fell in, whose start has come: rounding it up would hold
+    /// a zero timeout back to the next tick. On the default timer it rounds
+    /// up, as tokio-util's does, and the clock is not read.
+    #[track_caller]
+    pub(super) fn due_tick(&mut self, deadline: Instant, now: Option<Instant>) -> u64 {
         let own = self.start.is_none();
-        let clock = &self.bound().clock;
-        if deadline <= now && own {
-            clock.now_tick(deadline)
+        let bound = self.bound();
+        if own && deadline <= now.unwrap_or_else(|| bound.timer.now()) {
+            bound.clock.now_tick(deadline)
         } else {
-            clock.deadline_tick(deadline)
+            bound.clock.deadline_tick(deadline)
         }
     }
 }

@@ -1,13 +1,12 @@
 //! How the queue hands back what is due: [`DelayQueue::poll_expired`], and
-//! the `Stream` built on it. The queue waits on one [`Sleep`](crate::Sleep)
-//! of its timer, armed for its wheel's next expiration (see the module
-//! docs of `delay_queue` for who wakes the waiting task when).
+//! the `Stream` built on it. The queue waits on one timer ([`Wait`]),
+//! armed for its wheel's next expiration (see the module docs of
+//! `delay_queue` for who wakes the waiting task when).
 
-use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use super::{Bound, DelayQueue, Expired, Key, NEVER};
+use super::{Bound, DelayQueue, Expired, Key, Wait, NEVER};
 
 impl<T> DelayQueue<T> {
     /// The next expired entry, `Pending`, or `Ready(None)` when the queue is empty.
@@ -21,12 +20,14 @@ impl<T> DelayQueue<T> {
     ///
     /// # Panics
     ///
-    /// Panics if entries are pending and the timer's runtime has shut down,
-    /// as a pending [`Sleep`](crate::Sleep) does: the queue could never yield them. Also
-    /// if the queue must wait and its timer, built with a
-    /// [`max_pending`](crate::Builder::max_pending) limit, is full: the
-    /// queue waits on one [`Sleep`](crate::Sleep) of that timer, whose first poll panics
-    /// then, as any `Sleep`'s does.
+    /// Panics if the queue must wait and its timer has shut down
+    /// ([`Timer::shutdown`](crate::Timer::shutdown), or its runtime shut
+    /// down), as a pending [`Sleep`](crate::Sleep) does: the queue could
+    /// never yield its entries. Also if the queue must wait and its timer,
+    /// built with a [`max_pending`](crate::Builder::max_pending) limit, is
+    /// full: a queue [`with_timer`](DelayQueue::with_timer) waits on one
+    /// [`Sleep`](crate::Sleep) of that timer, whose first poll panics then,
+    /// as any `Sleep`'s does.
     ///
     /// # Examples
     ///
@@ -55,13 +56,19 @@ impl<T> DelayQueue<T> {
         let DelayQueue {
             wheel,
             bound,
-            sleep,
+            wait,
             armed,
             moved,
             far,
             ..
         } = self;
-        let Some(Bound { timer, clock, .. }) = bound else {
+        let Some(Bound {
+            timer,
+            clock,
+            runtime,
+            ..
+        }) = bound
+        else {
             unreachable!("a queue with entries has a timer");
         };
         loop {
@@ -81,26 +88,24 @@ impl<T> DelayQueue<T> {
                 // Beyond what `Instant` can express: it never comes. Only an
                 // insert or reset (which wakes us, nothing being armed) can
                 // change that.
-                *sleep = None;
+                *wait = None;
                 *armed = NEVER;
                 return Poll::Pending;
             };
-            let alarm = sleep.get_or_insert_with(|| timer.sleep_until(at));
-            if alarm.deadline() != at {
-                Pin::new(&mut *alarm).reset(at);
-            }
+            let alarm = wait.get_or_insert_with(|| Wait::new(timer, runtime.as_ref(), at));
+            alarm.reset(at);
             *armed = next;
             // A tick the queue has reached is due; a later one once the
             // sleep says so, as in tokio-util's queue: on a paused clock,
             // once tokio has processed `at`.
-            if next > wheel.elapsed() && Pin::new(alarm).poll(cx).is_pending() {
+            if next > wheel.elapsed() && alarm.poll(timer, cx).is_pending() {
                 return Poll::Pending;
             }
             if let Some(key) = wheel.pop_expired(next) {
                 let item = wheel.remove(key).expect("a popped entry is in the slab");
                 if wheel.len() == 0 {
                     // Nothing left to wait for: free the timer entry now.
-                    *sleep = None;
+                    *wait = None;
                     *armed = NEVER;
                 }
                 let key = moved.leave(key);
@@ -122,7 +127,7 @@ impl<T> DelayQueue<T> {
     /// sleep is armed for (or nothing is armed): its `Sleep` would wake it
     /// too late, or never.
     pub(super) fn wake_if_before(&mut self, tick: u64) {
-        if tick < self.armed || self.sleep.is_none() {
+        if tick < self.armed || self.wait.is_none() {
             self.wake();
         }
     }
@@ -135,7 +140,7 @@ impl<T> DelayQueue<T> {
 
     /// Drops the sleep, and with it the queue's entry in the timer.
     pub(super) fn disarm(&mut self) {
-        self.sleep = None;
+        self.wait = None;
         self.armed = NEVER;
     }
 }

@@ -7,33 +7,34 @@
 //!
 //! The queue owns a private `Wheel` (the same structure a [`Timer`] drives
 //! its sleeps with) holding the values themselves, so insert, reset and
-//! remove are O(1) and nothing is shared or locked. A queue made by
+//! remove are O(1) and nothing is shared or locked. It waits on one timer,
+//! armed for the wheel's next expiration (`wait.rs`). A queue made by
 //! [`DelayQueue::new`] counts whole milliseconds from its creation, as
-//! tokio-util's does: a deadline rounds up to one of them, and the one
-//! [`Sleep`] the queue keeps on the timer, armed for the wheel's next
-//! expiration, rounds that up again, as tokio-util's tokio `Sleep` does, so
-//! that entries come out at tokio-util's instants. One made
-//! [`with_timer`](DelayQueue::with_timer) counts that timer's ticks, on its
-//! grid, and rounds once. What is due is what that `Sleep` says (or a tick
+//! tokio-util's does: a deadline rounds up to one of them, and the queue
+//! waits on a tokio `Sleep` of its runtime, as tokio-util's does, which
+//! rounds that up again, so that entries come out at tokio-util's
+//! instants. One made [`with_timer`](DelayQueue::with_timer) (or on a test
+//! clock) counts that timer's ticks, on its grid, rounds once, and waits on
+//! a [`Sleep`] of that timer. What is due is what that wait says (or a tick
 //! the queue has already reached). The wheel covers every `u64` tick, so the
 //! queue has no maximum age and no maximum delay (tokio-util's wheel
 //! panicked once the queue was 2^36 ms old, tokio#5536).
 //!
 //! # Waking
 //!
-//! A task waiting in [`DelayQueue::poll_expired`] is parked on that `Sleep`
+//! A task waiting in [`DelayQueue::poll_expired`] is parked on that wait
 //! and on nothing else, so every call that changes what the next poll would
 //! return must wake it by hand. The queue keeps the waker of the last poll
 //! and wakes it when
 //!
-//! - an insert or reset lands before the tick the `Sleep` is armed for (an
+//! - an insert or reset lands before the tick the wait is armed for (an
 //!   earlier deadline, or one already passed: tokio#1700, tokio#8274), or
 //!   when nothing is armed (the queue was empty);
 //! - a remove or [`clear`](DelayQueue::clear) empties the queue, so that the
 //!   next poll returns `Ready(None)` (tokio#6751, tokio#8320).
 //!
 //! A reset or remove that makes the next expiration *later* wakes nobody:
-//! the `Sleep` fires early, the poll finds nothing due and re-arms, which
+//! the wait ends early, the poll finds nothing due and re-arms, which
 //! costs one poll and never loses an entry. An empty queue holds no timer
 //! entry at all.
 
@@ -49,15 +50,19 @@ mod capacity;
 mod expire;
 mod key;
 mod moved;
+mod wait;
 
 pub use key::{Expired, Key};
 
 use at::Far;
 use bound::Bound;
 use moved::Moved;
+use wait::Wait;
 
 use crate::wheel::Wheel;
-use crate::{Sleep, Timer};
+#[cfg(doc)]
+use crate::Sleep;
+use crate::Timer;
 
 /// Slots per level of a queue built before it knows its timer (the default
 /// timer's geometry).
@@ -75,9 +80,11 @@ const NEVER: u64 = u64::MAX;
 /// [`reset`](DelayQueue::reset) to a new deadline (a heartbeat) or
 /// [`remove`](DelayQueue::remove)d (the connection closed), both O(1). The
 /// API is tokio-util's `DelayQueue`; the storage is a hierarchical timing
-/// wheel private to the queue, and the one timer registration it needs is
-/// made on a [`Timer`] (the runtime's default one unless given
-/// [`with_timer`](DelayQueue::with_timer)).
+/// wheel private to the queue, which waits on one timer: a tokio timer of
+/// the runtime, as tokio-util's does, for a queue made by
+/// [`new`](DelayQueue::new) (it is in no [`Timer::stats`]), or a [`Sleep`]
+/// of the [`Timer`] given [`with_timer`](DelayQueue::with_timer) (or of a
+/// test clock's timer).
 ///
 /// # Timing
 ///
@@ -149,7 +156,7 @@ pub struct DelayQueue<T> {
     /// `with_timer`.
     bound: Option<Bound>,
     /// Armed for the wheel's next expiration while entries are pending.
-    sleep: Option<Sleep>,
+    wait: Option<Wait>,
     /// The tick `sleep` is armed for, or `NEVER`.
     armed: u64,
     /// When a queue on the default timer was made: it counts whole
@@ -199,7 +206,7 @@ impl<T> DelayQueue<T> {
         DelayQueue {
             wheel: Wheel::with_capacity(DEFAULT_SLOTS, capacity),
             bound: None,
-            sleep: None,
+            wait: None,
             armed: NEVER,
             // On the clock of the timer it will use (a test clock's too).
             start: Some(crate::now()),
@@ -232,7 +239,7 @@ impl<T> DelayQueue<T> {
         DelayQueue {
             wheel: Wheel::with_capacity(slots, 0),
             bound: Some(Bound::new(timer, None)),
-            sleep: None,
+            wait: None,
             armed: NEVER,
             start: None,
             waker: None,
@@ -274,7 +281,7 @@ impl<T> DelayQueue<T> {
         let now = self.now();
         match self.ahead(now, timeout) {
             Some((tick, at)) => self.insert_tick(value, tick, at),
-            None => self.insert_due(value, crate::deadline_after(now, timeout), now),
+            None => self.insert_due(value, crate::deadline_after(now, timeout), Some(now)),
         }
     }
 
@@ -301,11 +308,12 @@ impl<T> DelayQueue<T> {
     /// ```
     #[track_caller]
     pub fn insert_at(&mut self, value: T, deadline: Instant) -> Key {
-        let now = self.now();
-        self.insert_due(value, deadline, now)
+        self.insert_due(value, deadline, None)
     }
 
-    fn insert_due(&mut self, value: T, deadline: Instant, now: Instant) -> Key {
+    /// `now` as for [`due_tick`](DelayQueue::due_tick).
+    #[track_caller]
+    fn insert_due(&mut self, value: T, deadline: Instant, now: Option<Instant>) -> Key {
         let tick = self.due_tick(deadline, now);
         let at = at::encode(deadline);
         let key = self.insert_tick(value, tick, at);
@@ -351,7 +359,7 @@ impl<T> DelayQueue<T> {
         let now = self.now();
         match self.ahead(now, timeout) {
             Some((tick, at)) => self.reset_tick(key, tick, at, None),
-            None => self.reset_due(key, crate::deadline_after(now, timeout), now),
+            None => self.reset_due(key, crate::deadline_after(now, timeout), Some(now)),
         }
     }
 
@@ -378,12 +386,12 @@ impl<T> DelayQueue<T> {
     /// ```
     #[track_caller]
     pub fn reset_at(&mut self, key: &Key, deadline: Instant) {
-        let now = self.now();
-        self.reset_due(key, deadline, now);
+        self.reset_due(key, deadline, None);
     }
 
+    /// `now` as for [`due_tick`](DelayQueue::due_tick).
     #[track_caller]
-    fn reset_due(&mut self, key: &Key, deadline: Instant, now: Instant) {
+    fn reset_due(&mut self, key: &Key, deadline: Instant, now: Option<Instant>) {
         let tick = self.due_tick(deadline, now);
         self.reset_tick(key, tick, at::encode(deadline), Some(deadline));
     }

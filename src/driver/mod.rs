@@ -269,6 +269,10 @@ impl Driver {
         self.time.is_manual()
     }
 
+    pub(crate) fn time(&self) -> &Time {
+        &self.time
+    }
+
     /// Every shard shuts down together, so the first tells.
     pub(crate) fn is_shut_down(&self) -> bool {
         self.shards[0].is_shut_down()
