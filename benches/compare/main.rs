@@ -200,7 +200,8 @@ fn main() {
         match rest.split_first() {
             Some((workload, rest)) if workload == "pending_1m" => pending::child(rest),
             Some((workload, rest)) if workload == "delay_queue" => delay_queue::child(rest),
-            _ => fail("--child takes pending_1m or delay_queue"),
+            Some((workload, rest)) if workload == "worst_drop" => worst::child(rest),
+            _ => fail("--child takes pending_1m, delay_queue or worst_drop"),
         }
         return;
     }

@@ -4,16 +4,20 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::measure::{columns, run_tasks, with_context, Group};
+use crate::measure::{alternate, columns, run_tasks, with_context, Group};
 use crate::pending::spread;
 use crate::report::{label, Row};
-use crate::side::Side;
+use crate::side::{Column, Side};
 use crate::support::Rng;
 use crate::Config;
 
 const N: usize = 1_000_000;
+
+/// The orders the sleeps are dropped in, one row pair each.
+const ORDERS: [&str; 3] = ["oldest first", "newest first", "shuffled"];
 
 /// One order's drops: their mean and the longest.
 #[derive(Debug, Clone, Copy)]
@@ -27,15 +31,25 @@ const SLOW: Duration = Duration::from_micros(20);
 
 /// A million sleeps registered on one timer by one task (the `ct` group
 /// only: one shard), then dropped one by one, oldest first; then again,
-/// newest first. Each drop is timed: the mean includes its two clock
-/// reads, on every column alike. Each sleep is dropped in its box, which
-/// is freed after the timing (freeing a million boxes makes `free` return
-/// heap to the system now and then, the same on every column). A drop
-/// slower than [`SLOW`] during which the thread was switched out (its
-/// involuntary context switches, from `/proc`, went up) measures the
-/// machine's scheduler, not the timer, and is left out of the worst. Each
-/// column warms up first with a burst of 4096 sleeps, made and dropped, so
-/// that nothing done once per timer counts as a drop.
+/// newest first; then again, shuffled. Each drop is timed: the mean
+/// includes its two clock reads, on every column alike. Each sleep is
+/// dropped in its box, which is freed after the timing (freeing a million
+/// boxes makes `free` return heap to the system now and then, the same on
+/// every column). The million boxes are made before any is registered (as
+/// in issue 39's reproduction), so that what a timer allocates as they
+/// register (the wheel's slab chunks) lies in one stretch of the heap, not
+/// between the boxes: the drop that frees the last of it then also pays
+/// for glibc handing the stretch back to the system (`brk`), which boxes
+/// made and registered in turn kept apart. A drop slower than [`SLOW`]
+/// during which the thread was switched out (its involuntary context
+/// switches, from `/proc`, went up) measures the machine's scheduler, not
+/// the timer, and is left out of the worst. Each column warms up first
+/// with a burst of 4096 sleeps, made and dropped, so that nothing done once
+/// per timer counts as a drop. Each measurement runs in a fresh child
+/// process: in one that has already made and freed a million boxes, the
+/// slab's chunks go into the holes they left, and the stretch is never
+/// handed back (measured: 104-146 µs worst where a fresh process took
+/// 1-2 ms).
 pub(crate) fn worst_drop(cfg: &Config) {
     if !cfg.groups.contains(&Group::Ct) {
         return;
@@ -43,9 +57,7 @@ pub(crate) fn worst_drop(cfg: &Config) {
     let n = cfg.size.of(N, 1000);
     let name = label("worst_drop", n, N);
     let group = Group::Ct;
-    let runs = columns!(cfg, cfg.heavy_runs, group, |T| worst_run::<T>(
-        cfg, group, n
-    ));
+    let runs = alternate(cfg, cfg.heavy_runs, group, |column| in_child(column, n));
     // The empty op's worst is what the machine does to any loop of `n`
     // timed steps (interrupts, a hypervisor): a drop's worst near it is
     // noise, not the timer's.
@@ -54,10 +66,10 @@ pub(crate) fn worst_drop(cfg: &Config) {
         group,
         "µs",
         &runs,
-        |r| r[2].worst_us,
+        |r| r[ORDERS.len()].worst_us,
     )
     .print();
-    for (i, order) in ["oldest first", "newest first"].into_iter().enumerate() {
+    for (i, order) in ORDERS.into_iter().enumerate() {
         Row::median(
             format!("{name}, {order}: mean drop"),
             group,
@@ -77,27 +89,95 @@ pub(crate) fn worst_drop(cfg: &Config) {
     }
 }
 
-fn worst_run<T: Side>(cfg: &Config, group: Group, n: usize) -> [Drops; 3] {
+fn worst_run<T: Side>(cfg: &Config, group: Group, n: usize) -> [Drops; 4] {
     let (_, outs) = run_tasks::<T, _, _>(cfg, group, 0, |ctx| async move {
         let mut rng = Rng::new(0xd20b);
         let warm = register::<T>(&ctx.timer, 4096, &mut rng).await;
         drop(warm);
-        let mut out = [None; 3];
-        for (i, newest_first) in [false, true].into_iter().enumerate() {
+        let mut out = [None; 4];
+        for (i, order) in ORDERS.into_iter().enumerate() {
             let mut held = register::<T>(&ctx.timer, n, &mut rng).await;
-            if newest_first {
-                held.reverse();
+            match order {
+                "newest first" => held.reverse(),
+                "shuffled" => shuffle(&mut held, &mut rng),
+                _ => {}
             }
             out[i] = Some(timed_each(&mut held, |sleep| sleep.set(None)));
             drop(held);
         }
         let mut nothing = vec![(); n];
-        out[2] = Some(timed_each(&mut nothing, |unit| {
+        out[ORDERS.len()] = Some(timed_each(&mut nothing, |unit| {
             std::hint::black_box(unit);
         }));
         out.map(|drops| drops.expect("every loop ran"))
     });
     outs[0]
+}
+
+/// One measurement of `column` in a fresh process (see [`worst_drop`]).
+fn in_child(column: Column, n: usize) -> [Drops; 4] {
+    let exe = std::env::current_exe().expect("the bench binary's path");
+    let out = Command::new(exe)
+        .args(["--child", "worst_drop", column.name(), &n.to_string()])
+        .output()
+        .expect("re-execute the bench binary");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "worst_drop child ({}) failed: {}\n{stdout}{}",
+        column.name(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let numbers: Vec<f64> = stdout
+        .split_whitespace()
+        .find_map(|kv| kv.strip_prefix("drops="))
+        .map(|v| v.split(',').filter_map(|x| x.parse().ok()).collect())
+        .unwrap_or_default();
+    assert_eq!(
+        numbers.len(),
+        8,
+        "worst_drop child printed no drops: {stdout}"
+    );
+    std::array::from_fn(|i| Drops {
+        mean_ns: numbers[2 * i],
+        worst_us: numbers[2 * i + 1],
+    })
+}
+
+/// The child's side: `--child worst_drop <column> <n>`.
+pub(crate) fn child(args: &[String]) {
+    let [column, n] = args else {
+        panic!("usage: --child worst_drop <column> <n>");
+    };
+    let n: usize = n.parse().expect("n");
+    let column = Column::ALL
+        .into_iter()
+        .find(|c| c.name() == column)
+        .expect("a column");
+    let cfg = Config::default();
+    // Not retried here: the parent retries a disturbed run.
+    let drops = columns!(&cfg, 1, Group::Ct, |T| {
+        (column == T::COLUMN).then(|| worst_run::<T>(&cfg, Group::Ct, n))
+    })
+    .0
+    .into_iter()
+    .flatten()
+    .flatten()
+    .next()
+    .expect("the child's column ran");
+    let numbers: Vec<String> = drops
+        .iter()
+        .flat_map(|d| [d.mean_ns.to_string(), d.worst_us.to_string()])
+        .collect();
+    println!("drops={}", numbers.join(","));
+}
+
+/// Fisher-Yates, from `rng`: the same order on every column.
+fn shuffle<X>(items: &mut [X], rng: &mut Rng) {
+    for i in (1..items.len()).rev() {
+        items.swap(i, rng.between(0, i as u64) as usize);
+    }
 }
 
 /// Runs `op` on each item, timing each call: the mean and the worst,
@@ -125,24 +205,24 @@ fn timed_each<X>(items: &mut [X], mut op: impl FnMut(&mut X)) -> Drops {
     }
 }
 
-/// `n` sleeps spread over 10 s to 1 h, each polled once, each in a box of
-/// its own that outlives it.
+/// `n` sleeps spread over 10 s to 1 h, each in a box of its own that
+/// outlives it; all are made first, then each is polled once.
 async fn register<T: Side>(
     timer: &T::Timer,
     n: usize,
     rng: &mut Rng,
 ) -> Vec<Pin<Box<Option<T::Sleep>>>> {
+    let mut sleeps: Vec<Pin<Box<Option<T::Sleep>>>> = (0..n)
+        .map(|_| Box::pin(Some(T::sleep(timer, spread(rng)))))
+        .collect();
     with_context(|cx| {
-        (0..n)
-            .map(|_| {
-                let mut sleep = Box::pin(Some(T::sleep(timer, spread(rng))));
-                let polled = sleep.as_mut().as_pin_mut().expect("a sleep").poll(cx);
-                assert!(polled.is_pending());
-                sleep
-            })
-            .collect()
+        for sleep in &mut sleeps {
+            let polled = sleep.as_mut().as_pin_mut().expect("a sleep").poll(cx);
+            assert!(polled.is_pending());
+        }
     })
-    .await
+    .await;
+    sleeps
 }
 
 /// This thread's involuntary context switches so far (0 where `/proc`
