@@ -295,9 +295,8 @@ impl Shard {
     /// `wheel/discard.rs`).
     pub(crate) fn cancel(&self, key: Key) {
         let mut inner = self.lock();
-        let pending = inner.wheel.is_scheduled(key) == Some(true);
-        let job = inner.wheel.discard(key);
-        inner.cancelled += u64::from(pending && job.is_some());
+        let (job, pending) = inner.wheel.discard_scheduled(key).unzip();
+        inner.cancelled += u64::from(pending == Some(true));
         self.tidy(&mut inner);
         drop(inner);
         drop(job);
