@@ -251,9 +251,8 @@ impl Shard {
     /// `will_wake` it, and says which one the entry holds now.
     pub(crate) fn poll(&self, key: Key, deadline: Deadline, waker: &Waker) -> Polled {
         let mut inner = self.lock();
-        if inner.wheel.is_scheduled(key) != Some(true) {
+        if let Some(job) = inner.wheel.remove_expired(key) {
             // Fired: the entry is the sleep's to free.
-            let job = inner.wheel.remove(key);
             drop(inner);
             drop(job);
             return Polled::Ready;
