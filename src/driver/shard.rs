@@ -251,9 +251,8 @@ impl Shard {
     /// `will_wake` it, and says which one the entry holds now.
     pub(crate) fn poll(&self, key: Key, deadline: Deadline, waker: &Waker) -> Polled {
         let mut inner = self.lock();
-        if inner.wheel.is_scheduled(key) != Some(true) {
+        if let Some(job) = inner.wheel.remove_expired(key) {
             // Fired: the entry is the sleep's to free.
-            let job = inner.wheel.remove(key);
             drop(inner);
             drop(job);
             return Polled::Ready;
@@ -295,9 +294,8 @@ impl Shard {
     /// `wheel/discard.rs`).
     pub(crate) fn cancel(&self, key: Key) {
         let mut inner = self.lock();
-        let pending = inner.wheel.is_scheduled(key) == Some(true);
-        let job = inner.wheel.discard(key);
-        inner.cancelled += u64::from(pending && job.is_some());
+        let (job, pending) = inner.wheel.discard_scheduled(key).unzip();
+        inner.cancelled += u64::from(pending == Some(true));
         self.tidy(&mut inner);
         drop(inner);
         drop(job);

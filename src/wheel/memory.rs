@@ -71,24 +71,28 @@ impl<T> Wheel<T> {
             + self.levels.iter().map(Level::heap_bytes).sum::<usize>()
     }
 
-    /// Called after every removal from the slab: one comparison, and the
-    /// rest of the policy in [`Wheel::emptied`] when the wheel is empty.
+    /// Called after every removal from the slab: two comparisons, and the
+    /// rest of the policy in [`Wheel::emptied`] when the wheel has emptied
+    /// and has something to give back. Both inline: a lone timer started
+    /// and cancelled in a loop (a churn, a timeout whose future is soon
+    /// ready) empties its wheel at every cancel, and a call to find nothing
+    /// to free cost it 27 instructions (callgrind).
     #[inline]
     pub(super) fn note_removal(&mut self) {
-        if self.entries.is_empty() {
+        if self.entries.is_empty() && self.entries.can_release() {
             self.emptied();
         }
     }
 
-    /// The wheel has just emptied: give back what a burst grew.
+    /// The wheel has just emptied and grew past chunk 0: give back what a
+    /// burst grew.
     #[cold]
     #[inline(never)]
     fn emptied(&mut self) {
-        if self.entries.release_all() {
-            while self.levels.len() > 1 && self.levels.last().is_some_and(Level::is_empty) {
-                self.levels.pop();
-            }
-            self.levels.shrink_to_fit();
+        self.entries.release_all();
+        while self.levels.len() > 1 && self.levels.last().is_some_and(Level::is_empty) {
+            self.levels.pop();
         }
+        self.levels.shrink_to_fit();
     }
 }

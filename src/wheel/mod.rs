@@ -193,6 +193,22 @@ impl<T> Wheel<T> {
         Some(self.take_out(key.index, place, prev, next))
     }
 
+    /// Removes the entry if it is no longer scheduled (`pop_expired` handed
+    /// it out, or `reset` found it due) and returns its value, `Some(None)`
+    /// if the key is stale; `None`, leaving it, if it is still scheduled.
+    /// One lookup, where asking [`is_scheduled`](Wheel::is_scheduled) and
+    /// then [`remove`](Wheel::remove) took two (a fired sleep's last poll).
+    pub(crate) fn remove_expired(&mut self, key: Key) -> Option<Option<T>> {
+        let Some(entry) = self.entry(key) else {
+            return Some(None);
+        };
+        if entry.place != Place::Unlinked {
+            return None;
+        }
+        // In no list, so no links to mend.
+        Some(Some(self.take_out(key.index, Place::Unlinked, NIL, NIL)))
+    }
+
     /// Unlinks entry `index`, whose place and links the caller has read,
     /// and frees it: `remove` once the key is checked.
     #[inline(always)]
@@ -340,15 +356,13 @@ impl<T> Wheel<T> {
             self.flush_discarded();
         }
         loop {
-            if let Some(index) = self.due.pop_front(&mut self.entries) {
+            if let Some((index, generation)) = self.due.pop_front(&mut self.entries) {
                 self.scheduled -= 1;
-                let entry = &mut self.entries[index as usize];
-                debug_assert!(entry.deadline <= self.elapsed && entry.deadline <= now);
-                entry.place = Place::Unlinked;
-                return Some(Key {
-                    index,
-                    generation: entry.generation,
+                debug_assert!({
+                    let deadline = self.entries[index as usize].deadline;
+                    deadline <= self.elapsed && deadline <= now
                 });
+                return Some(Key { index, generation });
             }
             match self.next_slot() {
                 Some((level, slot)) if slot_start(self.elapsed, level, slot, self.bits) <= now => {

@@ -308,17 +308,21 @@ impl<T> Slots<T> {
         self.remove(index)
     }
 
-    /// For an empty slab that gives memory back and grew past chunk 0:
-    /// frees everything; whether it did. Every chunk above 0 is already
-    /// released but the spare and the one just emptied, so this frees at
-    /// most three chunks and drops the directory (a header per chunk).
-    pub(crate) fn release_all(&mut self) -> bool {
+    /// Whether [`release_all`](Slots::release_all) has anything to free
+    /// once the slab is empty: it gives memory back and grew past chunk 0.
+    #[inline]
+    pub(crate) fn can_release(&self) -> bool {
+        self.gives_back && self.chunks.len() > 1
+    }
+
+    /// For an empty slab that [`can_release`](Slots::can_release): frees
+    /// everything. Every chunk above 0 is already released but the spare
+    /// and the one just emptied, so this frees at most three chunks and
+    /// drops the directory (a header per chunk).
+    pub(crate) fn release_all(&mut self) {
         debug_assert_eq!(self.len, 0);
-        if !self.gives_back || self.chunks.len() <= 1 {
-            return false;
-        }
+        debug_assert!(self.can_release());
         *self = Slots::new(true);
-        true
     }
 
     /// Occupied slots and their indices, lowest first.

@@ -21,7 +21,9 @@ impl<T> Slots<T> {
         self.first_open = 0;
         self.hot = NIL;
         self.spare = NIL;
-        self.release_all();
+        if self.can_release() {
+            self.release_all();
+        }
     }
 
     /// Makes room for `additional` more entries than are live, without
