@@ -537,3 +537,17 @@ fn a_new_queue_on_a_running_clock_rounds_once_to_tokios_millisecond() {
         assert_eq!(queue_step, sleep_step);
     });
 }
+
+/// An insert due at the tick the queue already waits for wakes nobody:
+/// that wait will come anyway. One due earlier wakes the waiting task.
+#[tokio::test(start_paused = true)]
+async fn an_insert_at_the_awaited_tick_wakes_nobody() {
+    let _guard = common::guard();
+    let mut queue = task::spawn(DelayQueue::new());
+    queue.insert("a", ms(10));
+    assert_pending!(poll_queue(&mut queue));
+    queue.insert("b", ms(10));
+    assert!(!queue.is_woken(), "the same tick: no wake");
+    queue.insert("c", ms(5));
+    assert!(queue.is_woken(), "an earlier tick wakes");
+}
