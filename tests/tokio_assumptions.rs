@@ -76,6 +76,35 @@ fn a_first_poll_is_ready_exactly_when_its_millisecond_was_processed() {
     });
 }
 
+/// `time.rs` (`Time::come`): tokio's driver never processes a moment its
+/// clock has not reached, so a tokio sleep until a moment after the
+/// clock's reading never completes at its first poll, and a registration
+/// for such a moment asks tokio nothing. Checked just after the driver
+/// processed the clock's millisecond and after an `advance` it has not.
+#[test]
+fn a_first_poll_is_never_ready_for_a_moment_the_clock_has_not_reached() {
+    let _guard = common::guard();
+    common::paused_unguarded().block_on(async {
+        let first_poll = |at: Instant| {
+            let sleep = pin!(tokio::time::sleep_until(at));
+            sleep
+                .poll(&mut Context::from_waker(Waker::noop()))
+                .is_ready()
+        };
+        for advance_us in [0, 300, 1000, 1999] {
+            tokio::time::sleep(Duration::from_millis(3)).await;
+            tokio::time::advance(Duration::from_micros(advance_us)).await;
+            let now = Instant::now();
+            for ahead in [1, 1_000, 999_999, 1_000_000] {
+                assert!(
+                    !first_poll(now + Duration::from_nanos(ahead)),
+                    "{ahead} ns ahead after advancing {advance_us} µs"
+                );
+            }
+        }
+    });
+}
+
 /// `registry.rs`: a runtime's id is never another's, even once it is gone
 /// (the registry keys each runtime's default timer by it, and a `Timeout`
 /// names its runtime by it until it first waits).
