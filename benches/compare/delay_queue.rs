@@ -19,7 +19,6 @@
 
 use std::future::poll_fn;
 use std::hint::black_box;
-use std::process::Command;
 use std::task::Poll;
 use std::time::Duration;
 
@@ -320,19 +319,7 @@ async fn drain<T: QueueSide>(queue: &mut T::Queue, mut each: impl FnMut(u64, Ins
 /// Resident bytes per entry: `n` entries 1-60 s out in a fresh child
 /// process (see `pending::pending_1m` for why a fresh one).
 fn in_child(column: Column, n: usize) -> f64 {
-    let exe = std::env::current_exe().expect("the bench binary's path");
-    let out = Command::new(exe)
-        .args(["--child", "delay_queue", column.name(), &n.to_string()])
-        .output()
-        .expect("re-execute the bench binary");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "delay_queue child ({}) failed: {}\n{stdout}{}",
-        column.name(),
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = crate::measure::child_stdout(&["delay_queue", column.name(), &n.to_string()]);
     stdout
         .split_whitespace()
         .find_map(|kv| kv.strip_prefix("bytes_per_entry="))

@@ -413,3 +413,23 @@ pub(crate) fn percentile(sorted: &[i64], p: f64) -> i64 {
     let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
+
+/// Runs this bench binary again as `--child <args>`, a fresh process, and
+/// gives back what it printed; panics, with its output, if it failed.
+pub(crate) fn child_stdout(args: &[&str]) -> String {
+    let exe = std::env::current_exe().expect("the bench binary's path");
+    let out = std::process::Command::new(exe)
+        .arg("--child")
+        .args(args)
+        .output()
+        .expect("re-execute the bench binary");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "child {} failed: {}\n{stdout}{}",
+        args.join(" "),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}

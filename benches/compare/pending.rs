@@ -4,7 +4,6 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::process::Command;
 use std::sync::Arc;
 use std::task::Context;
 use std::time::Duration;
@@ -106,26 +105,13 @@ fn group_arg(group: Group) -> String {
 }
 
 fn in_child(cfg: &Config, column: Column, group: Group, n: usize) -> PendingOut {
-    let exe = std::env::current_exe().expect("the bench binary's path");
-    let out = Command::new(exe)
-        .args([
-            "--child",
-            "pending_1m",
-            column.name(),
-            &group_arg(group),
-            &n.to_string(),
-            &cfg.tasks_per_worker.to_string(),
-        ])
-        .output()
-        .expect("re-execute the bench binary");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "pending_1m child ({}) failed: {}\n{stdout}{}",
+    let stdout = crate::measure::child_stdout(&[
+        "pending_1m",
         column.name(),
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+        &group_arg(group),
+        &n.to_string(),
+        &cfg.tasks_per_worker.to_string(),
+    ]);
     let field = |key: &str| -> f64 {
         stdout
             .split_whitespace()

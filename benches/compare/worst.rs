@@ -4,7 +4,6 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::measure::{alternate, columns, run_tasks, with_context, Group};
@@ -116,19 +115,7 @@ fn worst_run<T: Side>(cfg: &Config, group: Group, n: usize) -> [Drops; 4] {
 
 /// One measurement of `column` in a fresh process (see [`worst_drop`]).
 fn in_child(column: Column, n: usize) -> [Drops; 4] {
-    let exe = std::env::current_exe().expect("the bench binary's path");
-    let out = Command::new(exe)
-        .args(["--child", "worst_drop", column.name(), &n.to_string()])
-        .output()
-        .expect("re-execute the bench binary");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "worst_drop child ({}) failed: {}\n{stdout}{}",
-        column.name(),
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = crate::measure::child_stdout(&["worst_drop", column.name(), &n.to_string()]);
     let numbers: Vec<f64> = stdout
         .split_whitespace()
         .find_map(|kv| kv.strip_prefix("drops="))
