@@ -551,3 +551,66 @@ async fn an_insert_at_the_awaited_tick_wakes_nobody() {
     queue.insert("c", ms(5));
     assert!(queue.is_woken(), "an earlier tick wakes");
 }
+
+/// `poll_expired` with a waker that does nothing, outside any task.
+fn poll_plain<T>(queue: &mut DelayQueue<T>) -> Poll<Option<Expired<T>>> {
+    queue.poll_expired(&mut std::task::Context::from_waker(std::task::Waker::noop()))
+}
+
+/// The runtime a `new` queue waits in has been dropped after its entry's
+/// deadline passed: the entry is due, so it comes out, as a `Sleep` whose
+/// deadline has passed completes after its timer's shutdown (tokio's
+/// timer, polled there, would panic). On a paused and a running clock.
+#[test]
+fn a_new_queue_yields_a_due_entry_after_its_runtime_is_dropped() {
+    let _guard = common::guard();
+    let running = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap()
+    };
+    for (rt, paused) in [(common::paused_unguarded(), true), (running(), false)] {
+        let mut queue = DelayQueue::new();
+        rt.block_on(async {
+            queue.insert("a", ms(1));
+            assert!(poll_plain(&mut queue).is_pending());
+            if paused {
+                time::advance(ms(20)).await;
+            }
+        });
+        drop(rt);
+        if !paused {
+            std::thread::sleep(ms(20));
+        }
+        let expired = assert_ready!(poll_plain(&mut queue)).unwrap();
+        assert_eq!(expired.into_inner(), "a", "paused: {paused}");
+    }
+}
+
+/// One that must wait once its runtime has been dropped panics with the
+/// crate's message, whether or not it waited before the drop.
+#[test]
+fn a_new_queue_that_must_wait_after_its_runtime_is_dropped_says_so() {
+    let _guard = common::guard();
+    for waited in [true, false] {
+        let rt = common::paused_unguarded();
+        let mut queue = DelayQueue::new();
+        rt.block_on(async {
+            queue.insert("a", ms(10));
+            if waited {
+                assert!(poll_plain(&mut queue).is_pending());
+            }
+        });
+        drop(rt);
+        let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            poll_plain(&mut queue).is_pending()
+        }));
+        let message = common::panic_message(&*polled.unwrap_err());
+        assert!(
+            message.starts_with("wheel: this DelayQueue can never yield its entries")
+                && message.contains("shut down"),
+            "waited: {waited}: {message}"
+        );
+    }
+}

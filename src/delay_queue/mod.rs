@@ -9,11 +9,13 @@
 //! its sleeps with) holding the values themselves, so insert, reset and
 //! remove are O(1) and nothing is shared or locked. It waits on one timer,
 //! armed for the wheel's next expiration (`wait.rs`). A queue made by
-//! [`DelayQueue::new`] counts whole milliseconds from its creation, as
-//! tokio-util's does: a deadline rounds up to one of them, and the queue
-//! waits on a tokio `Sleep` of its runtime, as tokio-util's does, which
-//! rounds that up again, so that entries come out at tokio-util's
-//! instants. One made [`with_timer`](DelayQueue::with_timer) (or on a test
+//! [`DelayQueue::new`] counts whole milliseconds and waits on a tokio
+//! `Sleep` of its runtime, as tokio-util's does. On a paused clock they
+//! count from its creation, as tokio-util's: a deadline rounds up to one of
+//! them and tokio's `Sleep` rounds that up again, so that entries come out
+//! at tokio-util's instants. On a running clock they are tokio's own
+//! milliseconds (the default timer's grid, from the last one begun when
+//! the queue binds), so a deadline is rounded once. One made [`with_timer`](DelayQueue::with_timer) (or on a test
 //! clock) counts that timer's ticks, on its grid, rounds once, and waits on
 //! a [`Sleep`] of that timer. What is due is what that wait says (or a tick
 //! the queue has already reached). The wheel covers every `u64` tick, so the
@@ -91,8 +93,11 @@ const NEVER: u64 = u64::MAX;
 /// Never early: an entry is yielded only once its timer's clock
 /// ([`Timer::now`]) has reached its deadline, rounded up to the queue's
 /// tick and then the timer's. A queue made by [`new`](DelayQueue::new)
-/// counts whole milliseconds from its creation, as tokio-util's does, so on
-/// a paused clock an entry comes out when tokio-util's would; one made
+/// counts whole milliseconds: on a paused clock from its creation, as
+/// tokio-util's does, so an entry comes out when tokio-util's would; on a
+/// running one, tokio's own, so an entry comes out at the first of them
+/// at or after its deadline (up to a millisecond sooner than tokio-util's,
+/// which rounds twice); one made
 /// [`with_timer`](DelayQueue::with_timer) counts that timer's ticks, at
 /// most a tick plus scheduling late. Entries come out in the order of their
 /// deadlines' ticks. On a queue `with_timer`, one inserted or reset to a
@@ -159,8 +164,9 @@ pub struct DelayQueue<T> {
     wait: Option<Wait>,
     /// The tick `sleep` is armed for, or `NEVER`.
     armed: u64,
-    /// When a queue on the default timer was made: it counts whole
-    /// milliseconds from then, as tokio-util's does (`None`: `with_timer`).
+    /// When a queue on the default timer was made: on a paused clock it
+    /// counts whole milliseconds from then, as tokio-util's does (`None`:
+    /// `with_timer`; see `bound.rs`).
     start: Option<Instant>,
     /// The waker of the last `poll_expired`, woken by the calls listed in
     /// the module notes.

@@ -53,19 +53,22 @@ impl Wait {
         }
     }
 
+    /// The moment waited for.
+    fn deadline(&self) -> Instant {
+        match self {
+            Wait::Runtime(sleep) => sleep.deadline(),
+            Wait::Timer(sleep) => sleep.deadline(),
+        }
+    }
+
     /// Moves the wait to `at`, unless it is already there.
     pub(super) fn reset(&mut self, at: Instant) {
+        if self.deadline() == at {
+            return;
+        }
         match self {
-            Wait::Runtime(sleep) => {
-                if sleep.deadline() != at {
-                    sleep.as_mut().reset(at);
-                }
-            }
-            Wait::Timer(sleep) => {
-                if sleep.deadline() != at {
-                    Pin::new(sleep).reset(at);
-                }
-            }
+            Wait::Runtime(sleep) => sleep.as_mut().reset(at),
+            Wait::Timer(sleep) => Pin::new(sleep).reset(at),
         }
     }
 
@@ -77,13 +80,18 @@ impl Wait {
     /// `timer` does.
     pub(super) fn poll(&mut self, timer: &Timer, cx: &mut Context<'_>) -> Poll<()> {
         match self {
-            Wait::Runtime(sleep) => {
-                let polled = sleep.as_mut().poll(cx);
-                if polled.is_pending() && timer.is_shut_down() {
-                    shut_down();
+            // Asked first: a tokio timer whose runtime has shut down panics
+            // when polled, fired or not (tokio's own message); the default
+            // timer shuts down before tokio's driver does. As with a `Sleep`
+            // of a shut-down timer, what is due by the clock still comes.
+            Wait::Runtime(_) if timer.is_shut_down() => {
+                if self.deadline() <= timer.now() {
+                    Poll::Ready(())
+                } else {
+                    shut_down()
                 }
-                polled
             }
+            Wait::Runtime(sleep) => sleep.as_mut().poll(cx),
             Wait::Timer(sleep) => Pin::new(sleep).poll(cx),
         }
     }
