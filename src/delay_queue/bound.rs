@@ -28,7 +28,8 @@ pub(super) struct Bound {
 
 impl Bound {
     /// `start`: the queue was made by `DelayQueue::new` then, and counts
-    /// whole milliseconds from it, as tokio-util's does.
+    /// whole milliseconds: from `start` on a paused clock, as tokio-util's
+    /// does, tokio's own on a running one.
     pub(super) fn new(timer: Timer, start: Option<Instant>) -> Bound {
         let time = timer.driver().time();
         let now = timer.now();

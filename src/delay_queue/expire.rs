@@ -121,10 +121,10 @@ impl<T> DelayQueue<T> {
 
 /// The expired entries, in deadline order; `None` when the queue is empty
 /// (see [`DelayQueue::poll_expired`]).
-/// The queue's waiting task and its one sleep.
+/// The queue's waiting task and its one wait.
 impl<T> DelayQueue<T> {
     /// Wakes the waiting task if an entry at `tick` comes before the tick the
-    /// sleep is armed for (or nothing is armed): its `Sleep` would wake it
+    /// wait is armed for (or nothing is armed): the wait would wake it
     /// too late, or never.
     pub(super) fn wake_if_before(&mut self, tick: u64) {
         if tick < self.armed || self.wait.is_none() {
@@ -138,7 +138,7 @@ impl<T> DelayQueue<T> {
         }
     }
 
-    /// Drops the sleep, and with it the queue's entry in the timer.
+    /// Drops the wait, and with it the queue's timer entry.
     pub(super) fn disarm(&mut self) {
         self.wait = None;
         self.armed = NEVER;

@@ -15,9 +15,10 @@
 //! them and tokio's `Sleep` rounds that up again, so that entries come out
 //! at tokio-util's instants. On a running clock they are tokio's own
 //! milliseconds (the default timer's grid, from the last one begun when
-//! the queue binds), so a deadline is rounded once. One made [`with_timer`](DelayQueue::with_timer) (or on a test
-//! clock) counts that timer's ticks, on its grid, rounds once, and waits on
-//! a [`Sleep`] of that timer. What is due is what that wait says (or a tick
+//! the queue binds), so a deadline is rounded once. One made
+//! [`with_timer`](DelayQueue::with_timer) (or on a test clock) counts that
+//! timer's ticks, on its grid, rounds once, and waits on a [`Sleep`] of
+//! that timer. What is due is what that wait says (or a tick
 //! the queue has already reached). The wheel covers every `u64` tick, so the
 //! queue has no maximum age and no maximum delay (tokio-util's wheel
 //! panicked once the queue was 2^36 ms old, tokio#5536).
@@ -162,7 +163,7 @@ pub struct DelayQueue<T> {
     bound: Option<Bound>,
     /// Armed for the wheel's next expiration while entries are pending.
     wait: Option<Wait>,
-    /// The tick `sleep` is armed for, or `NEVER`.
+    /// The tick `wait` is armed for, or `NEVER`.
     armed: u64,
     /// When a queue on the default timer was made: on a paused clock it
     /// counts whole milliseconds from then, as tokio-util's does (`None`:
