@@ -329,14 +329,7 @@ fn in_child(column: Column, n: usize) -> f64 {
 
 /// The child's side: `--child delay_queue <column> <n>`.
 pub(crate) fn child(args: &[String]) {
-    let [column, n] = args else {
-        panic!("usage: --child delay_queue <column> <n>");
-    };
-    let n: usize = n.parse().expect("n");
-    let column = Column::ALL
-        .into_iter()
-        .find(|c| c.name() == column)
-        .expect("a column");
+    let (column, n) = crate::measure::column_and_n("delay_queue", args);
     // Not through `columns!`: that retries a disturbed run, and the parent
     // already does (a child that waited for a quiet machine too would wait
     // twice).

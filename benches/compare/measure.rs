@@ -433,3 +433,13 @@ pub(crate) fn child_stdout(args: &[&str]) -> String {
     );
     stdout
 }
+
+/// A child's `<column> <n>` arguments (`--child <workload> <column> <n>`),
+/// as [`child_stdout`] passes them.
+pub(crate) fn column_and_n(workload: &str, args: &[String]) -> (Column, usize) {
+    let [column, n] = args else {
+        panic!("usage: --child {workload} <column> <n>");
+    };
+    let column = crate::side::column_named(column).expect("a column");
+    (column, n.parse().expect("n"))
+}

@@ -152,10 +152,7 @@ pub(crate) fn child(args: &[String]) {
         tasks_per_worker: per_worker.parse().expect("tasks per worker"),
         ..Config::default()
     };
-    let column = Column::ALL
-        .into_iter()
-        .find(|c| c.name() == column)
-        .expect("a column");
+    let column = crate::side::column_named(column).expect("a column");
     let out = columns!(&cfg, 1, group, |T| {
         if column == T::COLUMN {
             Some(pending_run::<T>(&cfg, group, n))

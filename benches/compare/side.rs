@@ -97,15 +97,15 @@ pub(crate) fn alt_timer(_: &mut tokio::runtime::Builder) {
     unreachable!("tokio-alt runs only when built with --cfg tokio_unstable")
 }
 
+/// The column named `name`, if there is one.
+pub(crate) fn column_named(name: &str) -> Option<Column> {
+    Column::ALL.into_iter().find(|c| c.name() == name)
+}
+
 /// The columns named in a `--columns` list (`tokio,wheel`).
 pub(crate) fn columns_named(list: &str) -> Result<Vec<Column>, String> {
     list.split(',')
-        .map(|name| {
-            Column::ALL
-                .into_iter()
-                .find(|c| c.name() == name)
-                .ok_or_else(|| format!("no column named {name:?}"))
-        })
+        .map(|name| column_named(name).ok_or_else(|| format!("no column named {name:?}")))
         .collect()
 }
 

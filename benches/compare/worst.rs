@@ -134,14 +134,7 @@ fn in_child(column: Column, n: usize) -> [Drops; 4] {
 
 /// The child's side: `--child worst_drop <column> <n>`.
 pub(crate) fn child(args: &[String]) {
-    let [column, n] = args else {
-        panic!("usage: --child worst_drop <column> <n>");
-    };
-    let n: usize = n.parse().expect("n");
-    let column = Column::ALL
-        .into_iter()
-        .find(|c| c.name() == column)
-        .expect("a column");
+    let (column, n) = crate::measure::column_and_n("worst_drop", args);
     let cfg = Config::default();
     // Not retried here: the parent retries a disturbed run.
     let drops = columns!(&cfg, 1, Group::Ct, |T| {
