@@ -180,3 +180,35 @@ fn a_pass_reads_its_own_clock_while_a_task_holds_another_runtime_entered() {
         assert_pending!(long.poll(), "the 5 s sleep fired by B's clock");
     });
 }
+
+/// A queue made where the clock is ahead of the one it is then used on (an
+/// hour ahead on runtime one's paused clock; runtime two's paused clock
+/// starts at the real time) still yields no entry before its deadline on
+/// that clock. It counted its milliseconds from its creation, on the clock
+/// it was made on, so every deadline on runtime two's clock fell before its
+/// origin and came out at once, an hour early at worst.
+#[test]
+fn a_queue_made_on_a_clock_ahead_of_its_timers_is_never_early() {
+    let paused = || {
+        Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap()
+    };
+    let ahead = paused().block_on(async {
+        tokio::time::advance(Duration::from_secs(3600)).await;
+        DelayQueue::new()
+    });
+    paused().block_on(async move {
+        let mut queue = ahead;
+        let start = wheel::Instant::now();
+        queue.insert("a", ms(1500));
+        queue.insert("b", ms(20));
+        let mut out = Vec::new();
+        while let Some(expired) = std::future::poll_fn(|cx| queue.poll_expired(cx)).await {
+            out.push((expired.into_inner(), start.elapsed()));
+        }
+        assert_eq!(out, [("b", ms(20)), ("a", ms(1500))]);
+    });
+}

@@ -33,6 +33,12 @@ impl Bound {
     pub(super) fn new(timer: Timer, start: Option<Instant>) -> Bound {
         let time = timer.driver().time();
         let now = timer.now();
+        // Made where the clock was ahead of this timer's (on another
+        // runtime's paused clock, or the real one beside a paused runtime):
+        // counted from then, every deadline on this clock would fall before
+        // the origin, at tick 0, and come out at once. The queue's time
+        // starts no later than its timer's now.
+        let start = start.map(|start| start.min(now));
         let grid = time.clock();
         // The last tick boundary at or before `at`, on the timer's grid.
         let floor = |at: Instant, tick: u64| grid.instant_at(tick).map_or(at, |s| s.min(at));
