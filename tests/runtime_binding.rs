@@ -181,12 +181,13 @@ fn a_pass_reads_its_own_clock_while_a_task_holds_another_runtime_entered() {
     });
 }
 
-/// A queue made where the clock is ahead of the one it is then used on (an
-/// hour ahead on runtime one's paused clock; runtime two's paused clock
-/// starts at the real time) still yields no entry before its deadline on
-/// that clock. It counted its milliseconds from its creation, on the clock
-/// it was made on, so every deadline on runtime two's clock fell before its
-/// origin and came out at once, an hour early at worst.
+/// A queue made where the clock is ahead of the one it is then used on
+/// still yields no entry before its deadline on that clock: made on
+/// runtime one's paused clock an hour ahead, or outside any runtime (the
+/// real clock) after runtime two's clock was paused, and used on runtime
+/// two. It counted its milliseconds from its creation, on the clock it was
+/// made on, so every deadline on runtime two's clock fell before its origin
+/// and came out at once, up to an hour early.
 #[test]
 fn a_queue_made_on_a_clock_ahead_of_its_timers_is_never_early() {
     let paused = || {
@@ -196,19 +197,26 @@ fn a_queue_made_on_a_clock_ahead_of_its_timers_is_never_early() {
             .build()
             .unwrap()
     };
+    let drain = |rt: Runtime, mut queue: DelayQueue<&'static str>| {
+        rt.block_on(async move {
+            let start = wheel::Instant::now();
+            queue.insert("a", ms(1500));
+            queue.insert("b", ms(20));
+            let mut out = Vec::new();
+            while let Some(expired) = std::future::poll_fn(|cx| queue.poll_expired(cx)).await {
+                out.push((expired.into_inner(), start.elapsed()));
+            }
+            assert_eq!(out, [("b", ms(20)), ("a", ms(1500))]);
+        });
+    };
     let ahead = paused().block_on(async {
         tokio::time::advance(Duration::from_secs(3600)).await;
         DelayQueue::new()
     });
-    paused().block_on(async move {
-        let mut queue = ahead;
-        let start = wheel::Instant::now();
-        queue.insert("a", ms(1500));
-        queue.insert("b", ms(20));
-        let mut out = Vec::new();
-        while let Some(expired) = std::future::poll_fn(|cx| queue.poll_expired(cx)).await {
-            out.push((expired.into_inner(), start.elapsed()));
-        }
-        assert_eq!(out, [("b", ms(20)), ("a", ms(1500))]);
-    });
+    drain(paused(), ahead);
+    // The real clock moves on past the paused one by more than the first
+    // deadline before the queue is made.
+    let behind = paused();
+    std::thread::sleep(ms(30));
+    drain(behind, DelayQueue::new());
 }
