@@ -339,3 +339,34 @@ fn a_lone_timer_is_not_delayed_by_the_slack() {
     assert!(first < slack / 2, "before the first pass: {first:?} late");
     assert!(lone < slack / 2, "long after the last pass: {lone:?} late");
 }
+
+/// A clock paused mid-run, whose runtime then parks on real time (a
+/// `spawn_blocking` task holds auto-advance off): the timerfd, armed within
+/// a millisecond of the pause, fires on real time while the paused clock
+/// has not moved. The sleep stays pending, as tokio's does, until the clock
+/// reaches its deadline. (It completed there and then: the pass took the
+/// fd's firing as the tick's having come.)
+#[test]
+fn a_paused_clock_parked_on_real_time_fires_nothing_early() {
+    let _guard = common::guard();
+    real_rt(0).block_on(async {
+        let timer = precise(Duration::from_micros(50));
+        timer.sleep(ms(1)).await;
+        tokio::time::pause();
+        let start = Instant::now();
+        let deadline = start + Duration::from_micros(400);
+        let mut sleep = task::spawn(timer.sleep_until(deadline));
+        let mut tokios = task::spawn(tokio::time::sleep_until(deadline));
+        assert_pending!(sleep.poll());
+        assert_pending!(tokios.poll());
+        tokio::task::spawn_blocking(|| std::thread::sleep(ms(3)))
+            .await
+            .unwrap();
+        assert_eq!(Instant::now(), start, "the paused clock moved");
+        assert!(!tokios.is_woken());
+        assert_pending!(sleep.poll(), "completed before the paused clock moved");
+        tokio::time::advance(ms(1)).await;
+        assert_ready!(sleep.poll());
+        assert_ready!(tokios.poll());
+    });
+}

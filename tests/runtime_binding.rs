@@ -220,3 +220,44 @@ fn a_queue_made_on_a_clock_ahead_of_its_timers_is_never_early() {
     std::thread::sleep(ms(30));
     drain(behind, DelayQueue::new());
 }
+
+/// An interval made outside any runtime is bound by its first reset inside
+/// a test runtime, and its next tick counts from that runtime's test clock,
+/// not from `Instant::now()` (the real clock there): an hour ahead of it,
+/// `reset` made the tick due at once; behind it, `reset_at` a deadline on
+/// the test clock that the real clock had passed did too.
+#[test]
+fn an_interval_made_outside_any_runtime_resets_on_a_test_clock() {
+    let _guard = common::guard();
+    let test_runtime = || {
+        wheel::TestClock::new()
+            .build(Builder::new_current_thread().enable_time())
+            .unwrap()
+    };
+    let pending = |interval: &mut wheel::Interval| {
+        let mut tick = task::spawn(std::future::poll_fn(|cx| interval.poll_tick(cx)));
+        assert_pending!(tick.poll(), "the tick came before the test clock moved");
+    };
+    let ahead = test_runtime();
+    ahead.advance(Duration::from_secs(3600));
+    let mut interval = wheel::interval(ms(100));
+    ahead.block_on(async {
+        interval.reset();
+        pending(&mut interval);
+    });
+    ahead.advance(ms(99));
+    ahead.block_on(async { pending(&mut interval) });
+    ahead.advance(ms(1));
+    ahead.block_on(async { assert_ready!(task::spawn(interval.tick()).poll()) });
+
+    let behind = test_runtime();
+    // The real clock moves on past the test clock by more than the deadline.
+    std::thread::sleep(ms(30));
+    let mut interval = wheel::interval(ms(100));
+    behind.block_on(async {
+        interval.reset_at(wheel::now() + ms(10));
+        pending(&mut interval);
+    });
+    behind.advance(ms(10));
+    behind.block_on(async { assert_ready!(task::spawn(interval.tick()).poll()) });
+}

@@ -172,7 +172,14 @@ impl Alarm {
                     Some(alarm) => alarm.arm(tick),
                     None => Poll::Pending,
                 };
-                if fd.is_ready() || tokio.is_ready() {
+                // The fd keeps real time. Where tokio has paused the clock
+                // its firing says nothing about that clock (within `REAL`
+                // of the pause it fires before the clock has moved, and the
+                // pass takes a `Ready` here as final): the tokio alarm's
+                // word decides there, and the pass the fd woke finds
+                // nothing due by the clock.
+                let fd = fd.is_ready() && !(time.is_pausable() && time.read().still);
+                if fd || tokio.is_ready() {
                     Poll::Ready(())
                 } else {
                     Poll::Pending

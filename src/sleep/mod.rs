@@ -418,12 +418,14 @@ impl Sleep {
         self.shard.as_ref()
     }
 
-    /// The time on this sleep's timer's clock (`Instant::now()` before a
-    /// default-timer sleep is bound).
+    /// The time on this sleep's timer's clock. Before a default-timer
+    /// sleep is bound, the clock of the timer a reset or poll here would
+    /// bind it to: the current runtime's default timer's (a `TestRuntime`'s
+    /// test clock, not `Instant::now()`), and tokio's outside any runtime.
     pub(crate) fn now(&self) -> Instant {
         self.shard
             .as_ref()
-            .map_or_else(Instant::now, |shard| shard.now())
+            .map_or_else(crate::now, |shard| shard.now())
     }
 
     /// The tick of this sleep's timer (the default timer's before it is bound).
