@@ -282,15 +282,12 @@ fn dropping_a_multi_thread_runtimes_timer_elsewhere_frees_it() {
 
 /// A `wheel::timeout` made in a running runtime that then shuts down,
 /// polled in a paused runtime an hour ahead: its deadline has not passed on
-/// the clock it belongs to (the real one), so it must not time out. A
-/// `wheel::sleep` made the same way panics (its timer has shut down), as
-/// tokio's timeout does; the timeout, which binds to its shard only when it
-/// first waits, finds no timer and reads the clock where it is polled
-/// (`Sleep::bind_to`). Between two running clocks that is right, and
-/// `binding_rule::a_timeout_whose_timer_is_gone_by_its_first_wait` holds
-/// to it: a fix has to tell a clock that may be ahead from one that is not.
+/// the clock it was read on (the real one), so it must not time out; it
+/// panics as a `wheel::sleep` made the same way does (its timer has shut
+/// down), and as tokio's timeout does. The timeout binds to its shard only
+/// when it first waits, finds no timer, and asked the clock where it was
+/// polled (`Sleep::bind_to`), 59 minutes ahead; it asks the real clock.
 #[test]
-#[ignore = "fails: a timeout of a shut-down runtime reads the polling runtime's clock (Sleep::bind_to)"]
 fn a_timeout_of_a_shut_down_runtime_does_not_time_out_on_another_clock() {
     let _guard = common::guard();
     let made_in = real_rt();
@@ -305,8 +302,33 @@ fn a_timeout_of_a_shut_down_runtime_does_not_time_out_on_another_clock() {
             task::spawn(timeout).poll()
         })
     }));
-    assert!(
-        !matches!(polled, Ok(std::task::Poll::Ready(Err(_)))),
-        "timed out 59 minutes early on its own clock"
-    );
+    let message = match polled {
+        Err(panic) => common::panic_message(&*panic),
+        Ok(poll) => panic!("{poll:?}: timed out 59 minutes early on its own clock"),
+    };
+    assert!(message.contains("shut down"), "{message}");
+}
+
+/// A `wheel::timeout` of a paused runtime whose default timer is shut down
+/// before the timeout first waits, polled in that runtime after the real
+/// clock has passed its deadline but the paused one has not: the paused
+/// clock, the one its deadline was read on, answers (it panics, its timer
+/// having shut down), not the real one, which would time it out early.
+#[test]
+fn a_timeout_whose_timer_shut_down_answers_by_its_own_paused_clock() {
+    let _guard = common::guard();
+    let rt = paused_rt();
+    let polled = catch_unwind(AssertUnwindSafe(|| {
+        rt.block_on(async {
+            let timeout = wheel::timeout(Duration::from_millis(20), pending::<()>());
+            wheel::Timer::current().shutdown();
+            std::thread::sleep(Duration::from_millis(30));
+            task::spawn(timeout).poll()
+        })
+    }));
+    let message = match polled {
+        Err(panic) => common::panic_message(&*panic),
+        Ok(poll) => panic!("{poll:?}: timed out by the real clock, early on its own"),
+    };
+    assert!(message.contains("shut down"), "{message}");
 }

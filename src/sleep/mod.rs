@@ -382,12 +382,22 @@ impl Sleep {
     /// Binds a default-timer sleep to `shard`, its timer's shard for this
     /// thread (a `Timeout`'s, bound to its runtime when made and to a shard
     /// when it first waits); `None` if that timer has shut down since, which
-    /// the sleep then reports as a sleep of a shut-down timer does.
+    /// the sleep then reports as a sleep of a shut-down timer does: due if
+    /// its deadline has passed by the clock it was read on. That clock is
+    /// out of reach here (its runtime may be gone). Each of the two at hand
+    /// may be ahead of it: the real clock of its own runtime's paused one,
+    /// the clock where it is polled (another runtime's, paused hours ahead)
+    /// of the real one. The earlier of the two answers, so that whichever
+    /// of them it was read on, it is not early.
     pub(crate) fn bind_to(&mut self, shard: Option<Arc<Shard>>) {
         debug_assert!(self.shard.is_none() && !self.state.is_registered());
         match shard {
             Some(shard) => self.shard = Some(shard),
-            None if self.state.deadline().reached_by(Instant::now()) => {
+            None if self
+                .state
+                .deadline()
+                .reached_by(Instant::now().min(Instant::from_std(std::time::Instant::now()))) =>
+            {
                 self.state.set(State::Elapsed);
             }
             None => refused(Error::shut_down()),
