@@ -4,6 +4,7 @@
 //! cannot be had.
 #![cfg(target_os = "linux")]
 
+use std::future::Future;
 use std::time::Duration;
 
 use tokio::runtime::Runtime;
@@ -368,5 +369,38 @@ fn a_paused_clock_parked_on_real_time_fires_nothing_early() {
         tokio::time::advance(ms(1)).await;
         assert_ready!(sleep.poll());
         assert_ready!(tokios.poll());
+    });
+}
+
+/// A clock paused, a sleep registered within `REAL` of the pause (its
+/// timerfd armed on real time), then resumed before the fd fires: the
+/// resumed clock lags the real one by the pause, yet the fd's firing is
+/// taken as the tick's having come, and the sleep completes that much early
+/// by its clock. tokio's sleep, on the same clock, does not.
+#[test]
+fn a_clock_resumed_after_a_short_pause_fires_nothing_early() {
+    let _guard = common::guard();
+    real_rt(0).block_on(async {
+        let timer = precise_with_slack(Duration::ZERO);
+        timer.sleep(ms(1)).await;
+        tokio::time::pause();
+        let start = Instant::now();
+        let deadline = start + Duration::from_micros(800);
+        let mut sleep = timer.sleep_until(deadline);
+        let mut tokios = Box::pin(tokio::time::sleep_until(deadline));
+        std::future::poll_fn(|cx| {
+            assert!(std::pin::Pin::new(&mut sleep).poll(cx).is_pending());
+            assert!(tokios.as_mut().poll(cx).is_pending());
+            std::task::Poll::Ready(())
+        })
+        .await;
+        // The paused clock stands still while real time moves on.
+        std::thread::sleep(Duration::from_micros(300));
+        assert_eq!(Instant::now(), start, "the paused clock moved");
+        tokio::time::resume();
+        sleep.await;
+        let woke = Instant::now();
+        assert!(woke >= deadline, "woke {:?} early", deadline - woke);
+        tokios.await;
     });
 }

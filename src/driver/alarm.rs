@@ -172,13 +172,21 @@ impl Alarm {
                     Some(alarm) => alarm.arm(tick),
                     None => Poll::Pending,
                 };
-                // The fd keeps real time. Where tokio has paused the clock
-                // its firing says nothing about that clock (within `REAL`
-                // of the pause it fires before the clock has moved, and the
-                // pass takes a `Ready` here as final): the tokio alarm's
-                // word decides there, and the pass the fd woke finds
-                // nothing due by the clock.
-                let fd = fd.is_ready() && !(time.is_pausable() && time.read().still);
+                // The fd keeps real time, from an arming that took the
+                // clock to run with it. Where tokio can pause the clock
+                // that may not hold: paused since (within `REAL` of the
+                // pause it fires before the clock has moved), or paused
+                // then and resumed since (the clock lags the real one by
+                // the pause). The pass takes a `Ready` here as final, so
+                // the fd's counts only on a clock read again that runs
+                // (a still one is the tokio alarm's to decide) and has
+                // reached the tick; otherwise the tokio alarm, armed for
+                // it above, calls.
+                let fd = fd.is_ready()
+                    && (!time.is_pausable() || {
+                        let again = time.now();
+                        again != now && time.clock().now_tick(again) >= tick
+                    });
                 if fd || tokio.is_ready() {
                     Poll::Ready(())
                 } else {
