@@ -35,7 +35,9 @@ use crate::Sleep;
 /// timers enabled) if the inner future is pending and the deadline has not
 /// passed, and, after its timer has shut down, likewise: see [`Sleep`]'s
 /// panics, and [`sleep`](crate::sleep()) on where the default timer comes
-/// from. To get a shutdown as an error instead, race the future against
+/// from. One whose runtime is gone before it first waits panics, due or
+/// not, as tokio's does: the clock its deadline counts on went with it. To
+/// get a shutdown as an error instead, race the future against
 /// [`Sleep::checked`] (`tokio::select!`).
 ///
 /// # Examples
@@ -189,7 +191,7 @@ impl<T: Future> Future for Timeout<T> {
             return Poll::Pending;
         }
         if let Some(id) = me.made_in.take() {
-            me.delay.bind_to(registry::shard_of(id));
+            me.delay.bind_to(registry::shard_of(id), id);
         }
         // If the inner future spent the task's last unit of tokio's budget,
         // the delay is still looked at, without one (as tokio's `Timeout`

@@ -332,3 +332,92 @@ fn a_timeout_whose_timer_shut_down_answers_by_its_own_paused_clock() {
     };
     assert!(message.contains("shut down"), "{message}");
 }
+
+/// A `wheel::timeout` of a paused runtime whose clock is an hour ahead of
+/// the real one, its default timer shut down before the timeout first
+/// waits, polled in that runtime once that clock has passed its deadline:
+/// it has timed out by the clock it was read on, as a `wheel::sleep` made
+/// beside it has completed. The earlier of that clock and the real one is
+/// the real one, an hour behind: it panicked instead.
+#[test]
+fn a_timeout_whose_timer_shut_down_times_out_by_its_own_clock_ahead_of_the_real_one() {
+    let _guard = common::guard();
+    paused_rt().block_on(async {
+        time::advance(secs(3600)).await;
+        let timeout = wheel::timeout(secs(1), pending::<()>());
+        let mut sleep = wheel::sleep(secs(1));
+        Timer::current().shutdown();
+        time::advance(secs(2)).await;
+        assert_ready!(task::spawn(&mut sleep).poll());
+        // Nothing holds the timer now.
+        drop(sleep);
+        let polled = catch_unwind(AssertUnwindSafe(|| task::spawn(timeout).poll()));
+        let polled = polled.map_err(|panic| panic_message(&*panic));
+        assert!(
+            matches!(polled, Ok(std::task::Poll::Ready(Err(_)))),
+            "{polled:?}"
+        );
+    });
+}
+
+/// A `wheel::timeout` of a paused runtime that is then dropped, polled
+/// outside any runtime once the real clock has passed its deadline: by its
+/// own clock (paused, now gone) no time has passed, so it must not time
+/// out; it panics as a `wheel::sleep` made beside it does, and as tokio's
+/// timeout does. Neither clock at hand (the real one, twice) is the one its
+/// deadline was read on.
+#[test]
+fn a_timeout_of_a_dropped_paused_runtime_does_not_time_out_by_the_real_clock() {
+    let _guard = common::guard();
+    let made_in = paused_rt();
+    let (timeout, sleep) = made_in.block_on(async {
+        (
+            wheel::timeout(ms(20), pending::<()>()),
+            wheel::sleep(ms(20)),
+        )
+    });
+    drop(made_in);
+    thread::sleep(ms(30));
+    let mut sleep = sleep;
+    let slept = catch_unwind(AssertUnwindSafe(|| poll_once(&mut sleep)));
+    let slept = slept.map_err(|panic| panic_message(&*panic));
+    assert!(
+        matches!(&slept, Err(m) if m.contains("shut down")),
+        "{slept:?}"
+    );
+    // Nothing holds the timer now.
+    drop(sleep);
+    let mut timeout = Box::pin(timeout);
+    let polled = catch_unwind(AssertUnwindSafe(|| poll_once(&mut timeout)));
+    let polled = polled.map_err(|panic| panic_message(&*panic));
+    assert!(
+        matches!(&polled, Err(m) if m.contains("shut down")),
+        "{polled:?}: timed out by the real clock, early on its own"
+    );
+}
+
+/// A `wheel::timeout` of a test runtime whose default timer shuts down
+/// before the timeout first waits, polled there after the real clock (and
+/// tokio's, which keeps real time in a test runtime) has passed its
+/// deadline but the test clock has not moved: the test clock, the one its
+/// deadline was read on, has not reached it.
+#[test]
+fn a_timeout_whose_test_clock_timer_shut_down_does_not_time_out_by_the_real_clock() {
+    let _guard = common::guard();
+    let rt = wheel::TestClock::new()
+        .build(RtBuilder::new_current_thread().enable_time())
+        .unwrap();
+    let polled = catch_unwind(AssertUnwindSafe(|| {
+        rt.block_on(async {
+            let timeout = wheel::timeout(ms(20), pending::<()>());
+            Timer::current().shutdown();
+            thread::sleep(ms(30));
+            task::spawn(timeout).poll()
+        })
+    }));
+    let polled = polled.map_err(|panic| panic_message(&*panic));
+    assert!(
+        matches!(&polled, Err(m) if m.contains("shut down")),
+        "{polled:?}: timed out by the real clock, early on its test clock"
+    );
+}

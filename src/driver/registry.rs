@@ -109,14 +109,16 @@ pub(crate) fn now_on(id: Id) -> Instant {
 }
 
 /// This thread's shard of runtime `id`'s default timer, for a `Timeout`
-/// made in that runtime's context ([`default_runtime`]): none if that
-/// runtime, or its timer, has shut down since.
+/// made in that runtime's context ([`default_runtime`]). If that timer has
+/// shut down since and the runtime has no other, the shut-down one, as long
+/// as something holds it (a `TestRuntime` holds its own): a sleep bound to
+/// it answers by its clock. None if the timer is gone.
 #[inline]
 pub(crate) fn shard_of(id: Id) -> Option<Arc<Shard>> {
-    with_cache(|cached| (cached.runtime == id).then(|| cached.shard()).flatten()).or_else(|| {
-        let timer = registry().as_ref()?.get(&id)?.clone();
-        (!timer.is_shut_down()).then(|| timer.driver().home().clone())
-    })
+    let live = |timer: &Timer| (!timer.is_shut_down()).then(|| timer.driver().home().clone());
+    with_cache(|cached| (cached.runtime == id).then(|| cached.shard()).flatten())
+        .or_else(|| live(registry().as_ref()?.get(&id)?))
+        .or_else(|| with_cache(|cached| (cached.runtime == id).then(|| cached.shard.upgrade())?))
 }
 
 /// The current runtime's default timer, creating it on first use.

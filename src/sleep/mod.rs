@@ -10,6 +10,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use tokio::runtime::Id;
 use tokio::time::Instant;
 
 use crate::driver::{registry, Deadline, Polled, Registrant, Registration, Reset, Shard, WakerId};
@@ -380,23 +381,22 @@ impl Sleep {
     }
 
     /// Binds a default-timer sleep to `shard`, its timer's shard for this
-    /// thread (a `Timeout`'s, bound to its runtime when made and to a shard
-    /// when it first waits); `None` if that timer has shut down since, which
-    /// the sleep then reports as a sleep of a shut-down timer does: due if
-    /// its deadline has passed by the clock it was read on. That clock is
-    /// out of reach here (its runtime may be gone). Each of the two at hand
-    /// may be ahead of it: the real clock of its own runtime's paused one,
-    /// the clock where it is polled (another runtime's, paused hours ahead)
-    /// of the real one. The earlier of the two answers, so that whichever
-    /// of them it was read on, it is not early.
-    pub(crate) fn bind_to(&mut self, shard: Option<Arc<Shard>>) {
+    /// thread (a `Timeout`'s, bound to runtime `made_in` when made and to a
+    /// shard when it first waits; the shard may have shut down since, and
+    /// the sleep then answers as any sleep of a shut-down timer does, by
+    /// that timer's clock). `None`: the timer is gone, and its clock with
+    /// it. Inside `made_in`, whose clock it was, tokio's clock there says
+    /// whether the deadline has passed; anywhere else no clock at hand is
+    /// surely the one the deadline was read on (another runtime's paused
+    /// clock may be hours ahead of it, the real one ahead of its own paused
+    /// one), and the sleep reports the shutdown, as tokio's timeout does.
+    pub(crate) fn bind_to(&mut self, shard: Option<Arc<Shard>>, made_in: Id) {
         debug_assert!(self.shard.is_none() && !self.state.is_registered());
         match shard {
             Some(shard) => self.shard = Some(shard),
-            None if self
-                .state
-                .deadline()
-                .reached_by(Instant::now().min(Instant::from_std(std::time::Instant::now()))) =>
+            None if tokio::runtime::Handle::try_current()
+                .is_ok_and(|here| here.id() == made_in)
+                && self.state.deadline().reached_by(Instant::now()) =>
             {
                 self.state.set(State::Elapsed);
             }
