@@ -374,9 +374,9 @@ fn a_paused_clock_parked_on_real_time_fires_nothing_early() {
 
 /// A clock paused, a sleep registered within `REAL` of the pause (its
 /// timerfd armed on real time), then resumed before the fd fires: the
-/// resumed clock lags the real one by the pause, yet the fd's firing is
-/// taken as the tick's having come, and the sleep completes that much early
-/// by its clock. tokio's sleep, on the same clock, does not.
+/// resumed clock lags the real one by the pause. The fd's firing was taken
+/// as the tick's having come, and the sleep completed that much early by
+/// its clock; tokio's sleep, on the same clock, does not.
 #[test]
 fn a_clock_resumed_after_a_short_pause_fires_nothing_early() {
     let _guard = common::guard();

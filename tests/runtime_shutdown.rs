@@ -285,8 +285,8 @@ fn dropping_a_multi_thread_runtimes_timer_elsewhere_frees_it() {
 /// the clock it was read on (the real one), so it must not time out; it
 /// panics as a `wheel::sleep` made the same way does (its timer has shut
 /// down), and as tokio's timeout does. The timeout binds to its shard only
-/// when it first waits, finds no timer, and asked the clock where it was
-/// polled (`Sleep::bind_to`), 59 minutes ahead; it asks the real clock.
+/// when it first waits and finds no timer: it asked the clock where it was
+/// polled (`Sleep::bind_to`), 59 minutes ahead.
 #[test]
 fn a_timeout_of_a_shut_down_runtime_does_not_time_out_on_another_clock() {
     let _guard = common::guard();
@@ -296,49 +296,30 @@ fn a_timeout_of_a_shut_down_runtime_does_not_time_out_on_another_clock() {
         wheel::timeout(secs(60), pending::<()>())
     };
     drop(made_in);
-    let polled = catch_unwind(AssertUnwindSafe(|| {
+    let message = panic_of(|| {
         paused_rt().block_on(async move {
             time::advance(secs(3600)).await;
             task::spawn(timeout).poll()
         })
-    }));
-    let message = match polled {
-        Err(panic) => common::panic_message(&*panic),
-        Ok(poll) => panic!("{poll:?}: timed out 59 minutes early on its own clock"),
-    };
+    });
     assert!(message.contains("shut down"), "{message}");
 }
 
-/// A `wheel::timeout` of a paused runtime whose default timer is shut down
-/// before the timeout first waits, polled in that runtime after the real
-/// clock has passed its deadline but the paused one has not: the paused
-/// clock, the one its deadline was read on, answers (it panics, its timer
-/// having shut down), not the real one, which would time it out early.
-#[test]
-fn a_timeout_whose_timer_shut_down_answers_by_its_own_paused_clock() {
-    let _guard = common::guard();
-    let rt = paused_rt();
-    let polled = catch_unwind(AssertUnwindSafe(|| {
-        rt.block_on(async {
-            let timeout = wheel::timeout(Duration::from_millis(20), pending::<()>());
-            wheel::Timer::current().shutdown();
-            std::thread::sleep(Duration::from_millis(30));
-            task::spawn(timeout).poll()
-        })
-    }));
-    let message = match polled {
-        Err(panic) => common::panic_message(&*panic),
-        Ok(poll) => panic!("{poll:?}: timed out by the real clock, early on its own"),
-    };
-    assert!(message.contains("shut down"), "{message}");
+/// The message `poll` panics with; a panic of its own, naming what `poll`
+/// returned, if it returns (a timeout that timed out early, say).
+fn panic_of<T: std::fmt::Debug>(poll: impl FnOnce() -> T) -> String {
+    match catch_unwind(AssertUnwindSafe(poll)) {
+        Err(panic) => panic_message(&*panic),
+        Ok(polled) => panic!("{polled:?}: no panic, so no shutdown said"),
+    }
 }
 
 /// A `wheel::timeout` of a paused runtime whose clock is an hour ahead of
 /// the real one, its default timer shut down before the timeout first
 /// waits, polled in that runtime once that clock has passed its deadline:
 /// it has timed out by the clock it was read on, as a `wheel::sleep` made
-/// beside it has completed. The earlier of that clock and the real one is
-/// the real one, an hour behind: it panicked instead.
+/// beside it has completed. (By the earlier of that clock and the real
+/// one, an hour behind, it panicked.)
 #[test]
 fn a_timeout_whose_timer_shut_down_times_out_by_its_own_clock_ahead_of_the_real_one() {
     let _guard = common::guard();
@@ -379,45 +360,37 @@ fn a_timeout_of_a_dropped_paused_runtime_does_not_time_out_by_the_real_clock() {
     drop(made_in);
     thread::sleep(ms(30));
     let mut sleep = sleep;
-    let slept = catch_unwind(AssertUnwindSafe(|| poll_once(&mut sleep)));
-    let slept = slept.map_err(|panic| panic_message(&*panic));
-    assert!(
-        matches!(&slept, Err(m) if m.contains("shut down")),
-        "{slept:?}"
-    );
+    let slept = panic_of(|| poll_once(&mut sleep));
+    assert!(slept.contains("shut down"), "{slept}");
     // Nothing holds the timer now.
     drop(sleep);
     let mut timeout = Box::pin(timeout);
-    let polled = catch_unwind(AssertUnwindSafe(|| poll_once(&mut timeout)));
-    let polled = polled.map_err(|panic| panic_message(&*panic));
-    assert!(
-        matches!(&polled, Err(m) if m.contains("shut down")),
-        "{polled:?}: timed out by the real clock, early on its own"
-    );
+    let polled = panic_of(|| poll_once(&mut timeout));
+    assert!(polled.contains("shut down"), "{polled}");
 }
 
-/// A `wheel::timeout` of a test runtime whose default timer shuts down
-/// before the timeout first waits, polled there after the real clock (and
-/// tokio's, which keeps real time in a test runtime) has passed its
-/// deadline but the test clock has not moved: the test clock, the one its
-/// deadline was read on, has not reached it.
+/// A `wheel::timeout` whose runtime's default timer shuts down before the
+/// timeout first waits, polled there after the real clock has passed its
+/// deadline but the runtime's own has not: a paused tokio clock, whose
+/// timer is gone (tokio's clock there answers), and a test runtime's test
+/// clock, whose timer it holds (tokio's clock there keeps real time; the
+/// shut-down timer's clock answers). Neither has reached the deadline, so
+/// each panics that its timer has shut down. (By the real clock both timed
+/// out early, the test runtime's also by the clock where it was polled.)
 #[test]
-fn a_timeout_whose_test_clock_timer_shut_down_does_not_time_out_by_the_real_clock() {
+fn a_timeout_whose_timer_shut_down_answers_by_its_own_clock_not_the_real_one() {
     let _guard = common::guard();
-    let rt = wheel::TestClock::new()
+    let shut_down_then_poll = || async {
+        let timeout = wheel::timeout(ms(20), pending::<()>());
+        Timer::current().shutdown();
+        thread::sleep(ms(30));
+        task::spawn(timeout).poll()
+    };
+    let paused = panic_of(|| paused_rt().block_on(shut_down_then_poll()));
+    assert!(paused.contains("shut down"), "paused: {paused}");
+    let test_rt = wheel::TestClock::new()
         .build(RtBuilder::new_current_thread().enable_time())
         .unwrap();
-    let polled = catch_unwind(AssertUnwindSafe(|| {
-        rt.block_on(async {
-            let timeout = wheel::timeout(ms(20), pending::<()>());
-            Timer::current().shutdown();
-            thread::sleep(ms(30));
-            task::spawn(timeout).poll()
-        })
-    }));
-    let polled = polled.map_err(|panic| panic_message(&*panic));
-    assert!(
-        matches!(&polled, Err(m) if m.contains("shut down")),
-        "{polled:?}: timed out by the real clock, early on its test clock"
-    );
+    let test = panic_of(|| test_rt.block_on(shut_down_then_poll()));
+    assert!(test.contains("shut down"), "test clock: {test}");
 }
