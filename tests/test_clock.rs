@@ -237,3 +237,28 @@ fn a_test_runtime_is_readably_debug() {
         assert!(shown.contains(part), "{shown}");
     }
 }
+
+/// A test runtime whose default timer is shut down keeps that timer as its
+/// default: a sleep made afterwards panics that its timer has shut down,
+/// as any sleep of a shut-down timer does. (A new default timer took its
+/// place, on tokio's clock, which keeps real time in a test runtime: an
+/// hour's sleep, auto-advance on, waited an hour of real time.)
+#[test]
+fn a_test_runtimes_timer_shut_down_stays_its_default() {
+    let _guard = common::guard();
+    let rt = TestClock::new()
+        .auto_advance(true)
+        .build(Builder::new_current_thread().enable_time())
+        .unwrap();
+    let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        rt.block_on(async {
+            Timer::current().shutdown();
+            let timer = Timer::current();
+            assert!(timer.is_manual() && timer.is_shut_down(), "{timer:?}");
+            tokio_test::task::spawn(wheel::sleep(secs(3600))).poll()
+        })
+    }));
+    let message = polled.map(|poll| format!("{poll:?}: no panic"));
+    let message = message.unwrap_or_else(|panic| common::panic_message(&*panic));
+    assert!(message.contains("shut down"), "{message}");
+}

@@ -109,16 +109,24 @@ pub(crate) fn now_on(id: Id) -> Instant {
 }
 
 /// This thread's shard of runtime `id`'s default timer, for a `Timeout`
-/// made in that runtime's context ([`default_runtime`]). If that timer has
-/// shut down since and the runtime has no other, the shut-down one, as long
-/// as something holds it (a `TestRuntime` holds its own): a sleep bound to
-/// it answers by its clock. None if the timer is gone.
+/// made in that runtime's context ([`default_runtime`]): none if that
+/// runtime, or its timer, has shut down since, unless it is a test
+/// runtime, whose timer stays its default ([`is_default`]) and answers by
+/// its own clock.
 #[inline]
 pub(crate) fn shard_of(id: Id) -> Option<Arc<Shard>> {
-    let live = |timer: &Timer| (!timer.is_shut_down()).then(|| timer.driver().home().clone());
-    with_cache(|cached| (cached.runtime == id).then(|| cached.shard()).flatten())
-        .or_else(|| live(registry().as_ref()?.get(&id)?))
-        .or_else(|| with_cache(|cached| (cached.runtime == id).then(|| cached.shard.upgrade())?))
+    with_cache(|cached| (cached.runtime == id).then(|| cached.shard()).flatten()).or_else(|| {
+        let timer = registry().as_ref()?.get(&id)?.clone();
+        is_default(&timer).then(|| timer.driver().home().clone())
+    })
+}
+
+/// Whether a registered timer is still its runtime's default: it is unless
+/// it has shut down, and a test runtime's is even then (sleeps made
+/// afterwards report the shutdown), since a new one would keep tokio's
+/// time, the real clock there, not the test clock.
+fn is_default(timer: &Timer) -> bool {
+    !timer.is_shut_down() || timer.is_manual()
 }
 
 /// The current runtime's default timer, creating it on first use.
@@ -170,10 +178,11 @@ impl Cached {
     }
 }
 
-/// Runtime `id`'s default timer from the registry, or a new one.
+/// Runtime `id`'s default timer from the registry ([`is_default`]), or a
+/// new one.
 fn registered(handle: Handle, id: Id) -> Result<Timer, BuildError> {
     if let Some(timer) = registry().as_ref().and_then(|map| map.get(&id)).cloned() {
-        if !timer.is_shut_down() {
+        if is_default(&timer) {
             return Ok(timer);
         }
     }
@@ -184,8 +193,9 @@ fn registered(handle: Handle, id: Id) -> Result<Timer, BuildError> {
     let mut registry = registry();
     let map = registry.get_or_insert_with(HashMap::new);
     match map.get(&id) {
-        // Another thread won the race; ours is dropped (outside the lock).
-        Some(timer) if !timer.is_shut_down() => {
+        // Another thread won the race (or a test runtime installed its
+        // timer); ours is dropped (outside the lock).
+        Some(timer) if is_default(timer) => {
             let winner = timer.clone();
             drop(registry);
             drop(built);

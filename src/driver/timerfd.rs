@@ -278,6 +278,32 @@ mod tests {
         });
     }
 
+    /// On a current-thread runtime whose clock runs, the fd says when a
+    /// tick has come (the tokio alarm kept beside it, for a paused clock,
+    /// would call only once tokio's driver has processed its millisecond):
+    /// armed for a tick 300 µs away, then again once real time has passed
+    /// it, the alarm is ready though the runtime has not parked.
+    #[test]
+    fn on_a_running_current_thread_clock_the_timerfd_says_a_tick_has_come() {
+        let _watchdog = crate::driver::tests::watchdog();
+        current_thread().block_on(async {
+            let timer = crate::Timer::builder()
+                .tick(Duration::from_micros(50))
+                .precise()
+                .build()
+                .unwrap();
+            let time = timer.driver().time();
+            let tick = time.clock().now_tick(time.now()) + 6;
+            let mut inner = timer.driver().shards()[0].lock();
+            assert!(inner.alarm.arm(tick, 0).is_pending());
+            std::thread::sleep(Duration::from_millis(2));
+            assert!(
+                inner.alarm.arm(tick, 0).is_ready(),
+                "left to the tokio alarm"
+            );
+        });
+    }
+
     /// A paused clock that has moved off the real one leaves the fd
     /// disarmed: armed, it would fire on real time, into passes that find
     /// nothing due on the paused clock, and again each time it was re-armed.
