@@ -490,3 +490,26 @@ fn a_current_thread_task_that_keeps_yielding_keeps_the_clock_still() {
     });
     assert_eq!(moved, Duration::ZERO);
 }
+
+/// A `block_on` future that panics (a failed assertion, caught) leaves
+/// the runtime as idle as it found it: a sleep awaited in the next
+/// `block_on`, auto-advanced, ends at once on the test clock (it counted
+/// the panicked future busy for ever: the clock never moved again). The
+/// real-time bound is only a net for that hang.
+#[test]
+fn a_block_on_future_that_panicked_leaves_the_runtime_idle() {
+    let _guard = common::guard();
+    for workers in flavours() {
+        let rt = test_rt(workers, true);
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            rt.block_on(async { panic!("a failed assertion") })
+        }));
+        assert!(panicked.is_err());
+        let slept = rt.block_on(async {
+            let start = wheel::now();
+            let slept = tokio::time::timeout(secs(20), wheel::sleep(secs(3600))).await;
+            slept.map(|()| wheel::now() - start)
+        });
+        assert_eq!(slept, Ok(secs(3600)), "{workers:?} workers");
+    }
+}
