@@ -513,3 +513,32 @@ fn a_block_on_future_that_panicked_leaves_the_runtime_idle() {
         assert_eq!(slept, Ok(secs(3600)), "{workers:?} workers");
     }
 }
+
+/// With auto-advance on, `advance_async(1 s)` moves the clock by 1 s, as
+/// `tokio::time::advance(1 s).await` does on tokio's auto-advancing
+/// paused clock: a task's 10 s sleep is still pending when it returns. (It
+/// counted the awaiting task idle, so auto-advance first jumped the clock
+/// to the sleep's deadline: 11 s, the sleep fired.)
+#[test]
+fn advance_async_with_auto_advance_moves_the_clock_by_its_duration_only() {
+    let _guard = common::guard();
+    let tokio_rt = common::paused_rt();
+    let tokio_moved = tokio_rt.block_on(async {
+        let start = tokio::time::Instant::now();
+        let task = tokio::spawn(tokio::time::sleep(secs(10)));
+        tokio::task::yield_now().await;
+        tokio::time::advance(secs(1)).await;
+        (start.elapsed(), task.is_finished())
+    });
+    assert_eq!(tokio_moved, (secs(1), false));
+    for workers in flavours() {
+        let rt = test_rt(workers, true);
+        let moved = rt.block_on(async {
+            let start = wheel::now();
+            let task = tokio::spawn(wheel::sleep(secs(10)));
+            rt.advance_async(secs(1)).await;
+            (wheel::now() - start, task.is_finished())
+        });
+        assert_eq!(moved, (secs(1), false), "{workers:?} workers");
+    }
+}

@@ -300,8 +300,15 @@ impl Idle {
             std::mem::take(&mut proofs.waiters)
         };
         self.proved.notify_all();
+        // A task awaiting `advance_async` counts as idle only so that the
+        // others can settle: it moves the clock itself, by its duration, as
+        // `tokio::time::advance` does, with no auto-advance first (which
+        // jumped the clock to the next deadline, past what it was told).
+        // Armed again, confirmed: once it has run, or if its waker was
+        // stale, the next proof advances.
+        let awaited = !waiters.is_empty();
         waiters.into_iter().for_each(Waker::wake);
-        if self.auto_advance && self.advance_to_next() {
+        if self.auto_advance && (awaited || self.advance_to_next()) {
             self.arm(true);
         }
     }

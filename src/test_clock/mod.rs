@@ -326,7 +326,8 @@ impl TestRuntime {
 
     /// [`advance`](TestRuntime::advance), awaited inside the runtime, as
     /// `tokio::time::advance(duration).await` is: the awaiting task counts
-    /// as idle while it waits.
+    /// as idle while it waits, and auto-advance, if on, does not move the
+    /// clock meanwhile: it moves by `duration`, no further.
     ///
     /// # Examples
     ///
