@@ -542,3 +542,27 @@ fn advance_async_with_auto_advance_moves_the_clock_by_its_duration_only() {
         assert_eq!(moved, (secs(1), false), "{workers:?} workers");
     }
 }
+
+/// With auto-advance on, `advance(1 s)` from outside a multi-thread
+/// runtime moves the clock by 1 s: a task's 10 s sleep is still pending
+/// when it returns, and `now()` reads 1 s on (auto-advance jumped the clock
+/// to the sleep's deadline while `advance` waited for the runtime to be
+/// idle, racing the thread that moved it: 11 s). Auto-advance then resumes
+/// and finishes the sleep at 10 s.
+#[test]
+fn advance_with_auto_advance_moves_the_clock_by_its_duration_only() {
+    let _guard = common::guard();
+    for workers in WORKERS {
+        let rt = test_rt(Some(workers), true);
+        let start = rt.now();
+        let task = rt.handle().spawn(async move {
+            wheel::sleep(secs(10)).await;
+            wheel::now()
+        });
+        rt.advance(secs(1));
+        assert_eq!(rt.now() - start, secs(1), "{workers} workers");
+        assert!(!task.is_finished(), "{workers} workers");
+        let woke = rt.block_on(task).unwrap();
+        assert_eq!(woke - start, secs(10), "{workers} workers");
+    }
+}

@@ -284,7 +284,9 @@ impl TestRuntime {
     /// so the tasks it woke have run up to their next timer. It does not
     /// return while a task keeps running. On a current-thread runtime,
     /// whose tasks run only inside `block_on`, it moves the clock and
-    /// returns: the woken tasks run in the next `block_on`.
+    /// returns: the woken tasks run in the next `block_on`. With
+    /// auto-advance on, the clock moves by `duration`, no further: auto-advance
+    /// resumes once `advance` has returned.
     ///
     /// # Panics
     ///
@@ -319,6 +321,7 @@ impl TestRuntime {
             self.idle.timer.advance(duration);
             return;
         }
+        let _advancing = self.idle.advancing();
         self.idle.wait_idle();
         self.idle.timer.advance(duration);
         self.idle.wait_idle();
