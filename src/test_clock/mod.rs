@@ -167,10 +167,14 @@ impl TestClock {
 /// tokio's everywhere else, and count deadlines from it
 /// (`wheel::sleep_until(wheel::now() + d)`). A deadline read from the real
 /// clock is in the test clock's past once the test clock has moved, and
-/// completes at once. A `sleep` made outside the runtime and moved in reads
-/// the real clock for its deadline too: make them inside. (A `timeout`
-/// made outside and first awaited inside counts its duration on the test
-/// clock.)
+/// completes at once. A [`Timer`] built there ([`Timer::builder`], with or
+/// without [`runtime`](crate::Builder::runtime)) runs on tokio's clock too,
+/// in real time: the test clock's timer is [`TestRuntime::timer`], which
+/// [`Timer::current`] returns inside the runtime (pass it to hyper, or to
+/// `DelayQueue::with_timer`). A `sleep` made outside the runtime and moved
+/// in reads the real clock for its deadline too: make them inside. (A
+/// `timeout` made outside and first awaited inside counts its duration on
+/// the test clock.)
 ///
 /// **When the clock moves.** With [auto-advance](TestClock::auto_advance),
 /// the clock jumps to the next deadline when the runtime is idle: no
