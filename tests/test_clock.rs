@@ -262,3 +262,20 @@ fn a_test_runtimes_timer_shut_down_stays_its_default() {
     let message = message.unwrap_or_else(|panic| common::panic_message(&*panic));
     assert!(message.contains("shut down"), "{message}");
 }
+
+/// A timer the test builds inside a test runtime (`Timer::builder()`) runs
+/// on tokio's clock, real time there, as the docs say: an advance of the
+/// test clock moves `Timer::current()`'s time and not the built timer's.
+#[test]
+fn a_timer_built_inside_a_test_runtime_keeps_tokios_clock() {
+    let _guard = common::guard();
+    let rt = multi_thread(2, false);
+    rt.advance(secs(3600));
+    let (built, current) = rt.block_on(async {
+        let built = Timer::builder().build().unwrap();
+        (built, Timer::current())
+    });
+    assert!(!built.is_manual() && current.is_manual());
+    assert_eq!(current.now(), rt.now());
+    assert!(built.now() + secs(1800) < rt.now(), "{built:?}");
+}

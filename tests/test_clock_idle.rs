@@ -490,3 +490,79 @@ fn a_current_thread_task_that_keeps_yielding_keeps_the_clock_still() {
     });
     assert_eq!(moved, Duration::ZERO);
 }
+
+/// A `block_on` future that panics (a failed assertion, caught) leaves
+/// the runtime as idle as it found it: a sleep awaited in the next
+/// `block_on`, auto-advanced, ends at once on the test clock (it counted
+/// the panicked future busy for ever: the clock never moved again). The
+/// real-time bound is only a net for that hang.
+#[test]
+fn a_block_on_future_that_panicked_leaves_the_runtime_idle() {
+    let _guard = common::guard();
+    for workers in flavours() {
+        let rt = test_rt(workers, true);
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            rt.block_on(async { panic!("a failed assertion") })
+        }));
+        assert!(panicked.is_err());
+        let slept = rt.block_on(async {
+            let start = wheel::now();
+            let slept = tokio::time::timeout(secs(20), wheel::sleep(secs(3600))).await;
+            slept.map(|()| wheel::now() - start)
+        });
+        assert_eq!(slept, Ok(secs(3600)), "{workers:?} workers");
+    }
+}
+
+/// With auto-advance on, `advance_async(1 s)` moves the clock by 1 s, as
+/// `tokio::time::advance(1 s).await` does on tokio's auto-advancing
+/// paused clock: a task's 10 s sleep is still pending when it returns. (It
+/// counted the awaiting task idle, so auto-advance first jumped the clock
+/// to the sleep's deadline: 11 s, the sleep fired.)
+#[test]
+fn advance_async_with_auto_advance_moves_the_clock_by_its_duration_only() {
+    let _guard = common::guard();
+    let tokio_rt = common::paused_rt();
+    let tokio_moved = tokio_rt.block_on(async {
+        let start = tokio::time::Instant::now();
+        let task = tokio::spawn(tokio::time::sleep(secs(10)));
+        tokio::task::yield_now().await;
+        tokio::time::advance(secs(1)).await;
+        (start.elapsed(), task.is_finished())
+    });
+    assert_eq!(tokio_moved, (secs(1), false));
+    for workers in flavours() {
+        let rt = test_rt(workers, true);
+        let moved = rt.block_on(async {
+            let start = wheel::now();
+            let task = tokio::spawn(wheel::sleep(secs(10)));
+            rt.advance_async(secs(1)).await;
+            (wheel::now() - start, task.is_finished())
+        });
+        assert_eq!(moved, (secs(1), false), "{workers:?} workers");
+    }
+}
+
+/// With auto-advance on, `advance(1 s)` from outside a multi-thread
+/// runtime moves the clock by 1 s: a task's 10 s sleep is still pending
+/// when it returns, and `now()` reads 1 s on (auto-advance jumped the clock
+/// to the sleep's deadline while `advance` waited for the runtime to be
+/// idle, racing the thread that moved it: 11 s). Auto-advance then resumes
+/// and finishes the sleep at 10 s.
+#[test]
+fn advance_with_auto_advance_moves_the_clock_by_its_duration_only() {
+    let _guard = common::guard();
+    for workers in WORKERS {
+        let rt = test_rt(Some(workers), true);
+        let start = rt.now();
+        let task = rt.handle().spawn(async move {
+            wheel::sleep(secs(10)).await;
+            wheel::now()
+        });
+        rt.advance(secs(1));
+        assert_eq!(rt.now() - start, secs(1), "{workers} workers");
+        assert!(!task.is_finished(), "{workers} workers");
+        let woke = rt.block_on(task).unwrap();
+        assert_eq!(woke - start, secs(10), "{workers} workers");
+    }
+}

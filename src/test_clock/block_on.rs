@@ -124,8 +124,13 @@ impl<F: Future> Future for Busy<F> {
             }
         }
         let waker = Waker::from(me.waker.clone());
-        let polled = me.future.as_mut().poll(&mut Context::from_waker(&waker));
-        me.idle.block_on.fetch_sub(1, SeqCst);
+        // Counted out however the poll ends: a future that panics (a test's
+        // failed assertion, caught by `catch_unwind`) left the runtime busy
+        // for ever, and auto-advance and `advance` waited for it.
+        let polled = {
+            let _polling = Polling(&me.idle);
+            me.future.as_mut().poll(&mut Context::from_waker(&waker))
+        };
         match polled {
             Poll::Ready(_) => {
                 if me.current_thread {
@@ -135,6 +140,16 @@ impl<F: Future> Future for Busy<F> {
             Poll::Pending => me.idle.quiet(),
         }
         polled
+    }
+}
+
+/// `block_on`'s future being polled: counted in `Idle::block_on` from
+/// before the poll until this is dropped, when the poll returns or unwinds.
+struct Polling<'a>(&'a Idle);
+
+impl Drop for Polling<'_> {
+    fn drop(&mut self) {
+        self.0.block_on.fetch_sub(1, SeqCst);
     }
 }
 

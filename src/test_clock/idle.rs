@@ -59,7 +59,8 @@
 //! firing is the proof there, and the stall above is the one case it
 //! misses.
 //!
-//! A proof moves the clock to the next deadline (with auto-advance) and
+//! A proof moves the clock to the next deadline (with auto-advance, unless
+//! an `advance` or `advance_async` under way moves it itself) and
 //! arms the probe again, confirmed: what it fired wakes its tasks in the
 //! worker's queue, which bumps the epoch when the park returns, and a
 //! callback that woke no task leaves the runtime idle, so the next firing
@@ -123,6 +124,8 @@ pub(super) struct Idle {
     probe: Mutex<Option<Probe>>,
     proofs: Mutex<Proofs>,
     proved: Condvar,
+    /// Threads in `TestRuntime::advance` ([`Idle::advancing`]).
+    waiting: AtomicUsize,
 }
 
 struct Probe {
@@ -162,6 +165,7 @@ impl Idle {
             probe: Mutex::new(None),
             proofs: Mutex::new(Proofs::default()),
             proved: Condvar::new(),
+            waiting: AtomicUsize::new(0),
         }
     }
 
@@ -300,8 +304,15 @@ impl Idle {
             std::mem::take(&mut proofs.waiters)
         };
         self.proved.notify_all();
+        // An `advance` or `advance_async` under way waits for the runtime
+        // to settle, then moves the clock itself, by its duration, as
+        // `tokio::time::advance` does: no auto-advance meanwhile (which
+        // jumped the clock to the next deadline, past what it was told, or
+        // raced the thread moving it). Armed again, confirmed: once it is
+        // done, or if a waker was stale, the next proof advances.
+        let awaited = !waiters.is_empty() || self.waiting.load(SeqCst) != 0;
         waiters.into_iter().for_each(Waker::wake);
-        if self.auto_advance && self.advance_to_next() {
+        if self.auto_advance && (awaited || self.advance_to_next()) {
             self.arm(true);
         }
     }
@@ -339,6 +350,13 @@ impl Idle {
         }
     }
 
+    /// Counts the calling thread in `TestRuntime::advance` until the guard
+    /// is dropped: meanwhile auto-advance leaves the clock to it.
+    pub(super) fn advancing(&self) -> Waiting<'_> {
+        self.waiting.fetch_add(1, SeqCst);
+        Waiting(&self.waiting)
+    }
+
     /// Completes once the probe next proves the runtime idle (counting the
     /// awaiting task as idle while it waits).
     pub(super) fn settled(self: &Arc<Idle>) -> Settled {
@@ -346,6 +364,15 @@ impl Idle {
             idle: self.clone(),
             seen: None,
         }
+    }
+}
+
+/// A thread in `TestRuntime::advance`, counted out when it leaves.
+pub(super) struct Waiting<'a>(&'a AtomicUsize);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, SeqCst);
     }
 }
 

@@ -167,10 +167,14 @@ impl TestClock {
 /// tokio's everywhere else, and count deadlines from it
 /// (`wheel::sleep_until(wheel::now() + d)`). A deadline read from the real
 /// clock is in the test clock's past once the test clock has moved, and
-/// completes at once. A `sleep` made outside the runtime and moved in reads
-/// the real clock for its deadline too: make them inside. (A `timeout`
-/// made outside and first awaited inside counts its duration on the test
-/// clock.)
+/// completes at once. A [`Timer`] built there ([`Timer::builder`], with or
+/// without [`runtime`](crate::Builder::runtime)) runs on tokio's clock too,
+/// in real time: the test clock's timer is [`TestRuntime::timer`], which
+/// [`Timer::current`] returns inside the runtime (pass it to hyper, or to
+/// `DelayQueue::with_timer`). A `sleep` made outside the runtime and moved
+/// in reads the real clock for its deadline too: make them inside. (A
+/// `timeout` made outside and first awaited inside counts its duration on
+/// the test clock.)
 ///
 /// **When the clock moves.** With [auto-advance](TestClock::auto_advance),
 /// the clock jumps to the next deadline when the runtime is idle: no
@@ -284,7 +288,9 @@ impl TestRuntime {
     /// so the tasks it woke have run up to their next timer. It does not
     /// return while a task keeps running. On a current-thread runtime,
     /// whose tasks run only inside `block_on`, it moves the clock and
-    /// returns: the woken tasks run in the next `block_on`.
+    /// returns: the woken tasks run in the next `block_on`. With
+    /// auto-advance on, the clock moves by `duration`, no further: auto-advance
+    /// resumes once `advance` has returned.
     ///
     /// # Panics
     ///
@@ -319,6 +325,7 @@ impl TestRuntime {
             self.idle.timer.advance(duration);
             return;
         }
+        let _advancing = self.idle.advancing();
         self.idle.wait_idle();
         self.idle.timer.advance(duration);
         self.idle.wait_idle();
@@ -326,7 +333,8 @@ impl TestRuntime {
 
     /// [`advance`](TestRuntime::advance), awaited inside the runtime, as
     /// `tokio::time::advance(duration).await` is: the awaiting task counts
-    /// as idle while it waits.
+    /// as idle while it waits, and auto-advance, if on, does not move the
+    /// clock meanwhile: it moves by `duration`, no further.
     ///
     /// # Examples
     ///
