@@ -394,3 +394,23 @@ fn a_timeout_whose_timer_shut_down_answers_by_its_own_clock_not_the_real_one() {
     let test = panic_of(|| test_rt.block_on(shut_down_then_poll()));
     assert!(test.contains("shut down"), "test clock: {test}");
 }
+
+/// An ordinary runtime's default timer shut down by hand is replaced on the
+/// next lookup: sleeps made afterwards run on a new default timer (a test
+/// runtime's stays, `test_clock.rs`), while those of the old one report its
+/// shutdown.
+#[test]
+fn a_default_timer_shut_down_by_hand_is_replaced() {
+    let _guard = common::guard();
+    paused_rt().block_on(async {
+        let mut old = task::spawn(wheel::sleep(secs(10)));
+        assert_pending!(old.poll());
+        Timer::current().shutdown();
+        assert!(!Timer::current().is_shut_down(), "not replaced");
+        let start = time::Instant::now();
+        wheel::sleep(secs(1)).await;
+        assert_eq!(start.elapsed(), secs(1));
+        let message = panic_of(|| old.poll());
+        assert!(message.contains("shut down"), "{message}");
+    });
+}
