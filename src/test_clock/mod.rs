@@ -171,10 +171,10 @@ impl TestClock {
 /// without [`runtime`](crate::Builder::runtime)) runs on tokio's clock too,
 /// in real time: the test clock's timer is [`TestRuntime::timer`], which
 /// [`Timer::current`] returns inside the runtime (pass it to hyper, or to
-/// `DelayQueue::with_timer`). A `sleep` made outside the runtime and moved
-/// in reads the real clock for its deadline too: make them inside. (A
-/// `timeout` made outside and first awaited inside counts its duration on
-/// the test clock.)
+/// `DelayQueue::with_timer`). A `sleep` or `timeout` made outside any
+/// runtime and first polled inside keeps the time it had left, counted
+/// from then on the test clock; one made in another runtime keeps that
+/// runtime's clock.
 ///
 /// **When the clock moves.** With [auto-advance](TestClock::auto_advance),
 /// the clock jumps to the next deadline when the runtime is idle: no
