@@ -24,6 +24,10 @@ const MISSED_THRESHOLD: Duration = Duration::from_millis(5);
 /// not show where its grid lies: see `driver/grid.rs`).
 const ALARM_LATENESS: Duration = Duration::from_millis(1);
 
+/// tokio's timer resolution: a timer whose tick is no coarser completes a
+/// reset into the past when tokio's would (see `Interval::reset_from`).
+const TOKIO_TICK: Duration = Duration::from_millis(1);
+
 /// An [`Interval`] on the current runtime's default timer whose first tick
 /// completes at once and then every `period`.
 ///
@@ -317,12 +321,16 @@ impl Interval {
         self.reset_from(deadline, self.delay.now());
     }
 
-    /// The resets' common step, given the time they read: a deadline
-    /// already passed makes the next tick due at once (a waiting task is
-    /// woken), rather than at the end of the timer's tick it rounds up to,
-    /// which on a coarse timer can be most of a tick away.
+    /// The resets' common step, given the time they read: on a coarse
+    /// timer (a tick over tokio's millisecond) a deadline already passed
+    /// makes the next tick due at once (a waiting task is woken), rather
+    /// than at the end of the timer's tick it rounds up to, which can be
+    /// most of a tick away. On a finer one it is reset as any sleep is: on
+    /// a paused clock it then completes when tokio's would (at tokio's
+    /// next millisecond, if the clock stands between two), on a running one
+    /// within a tick.
     fn reset_from(&mut self, deadline: Instant, now: Instant) {
-        if deadline <= now {
+        if deadline <= now && self.delay.tick() > TOKIO_TICK {
             self.delay.reset_passed(deadline);
         } else {
             Pin::new(&mut self.delay).reset(deadline);

@@ -84,3 +84,37 @@ fn delay_queue_entries_do_not_count_only_the_sleep_it_waits_on() {
     let first = assert_ready!(queue.poll_next()).expect("due");
     assert_eq!(first.into_inner(), 0);
 }
+
+/// Found by a model test (h40p): a sleep the driver had fired, not yet
+/// polled, still held its entry; reset to a later deadline, the entry went
+/// back to pending without asking for a place, so the timer held two
+/// pending timers under a limit of one. Now the reset is refused as a
+/// completed sleep's is: its next poll reports the limit.
+#[test]
+fn a_fired_sleep_reset_at_the_limit_does_not_go_over_it() {
+    let timer = limited(1);
+    let mut fired = task::spawn(timer.try_sleep(secs(1)).unwrap());
+    timer.advance(secs(1));
+    // Fired, not yet polled: it holds its entry.
+    assert_eq!((timer.stats().pending, timer.stats().entries), (0, 1));
+    let _other = timer.try_sleep(secs(5)).unwrap();
+    assert_eq!(timer.stats().pending, 1);
+
+    std::pin::Pin::new(&mut *fired).reset(timer.now() + secs(1));
+    assert_eq!(timer.stats().pending, 1, "over the limit of 1");
+    let mut fired = fired.into_inner();
+    let mut checked = task::spawn(fired.checked());
+    let error = assert_ready!(checked.poll()).unwrap_err();
+    assert!(error.is_at_capacity(), "{error}");
+
+    // With room, the same reset keeps it pending, and it fires again.
+    let timer = limited(1);
+    let mut fired = task::spawn(timer.try_sleep(secs(1)).unwrap());
+    timer.advance(secs(1));
+    std::pin::Pin::new(&mut *fired).reset(timer.now() + secs(1));
+    assert_eq!(timer.stats().pending, 1);
+    assert_pending!(fired.poll());
+    timer.advance(secs(1));
+    assert!(fired.is_woken());
+    assert_ready!(fired.poll());
+}

@@ -41,6 +41,8 @@ mod explicit_timers;
 mod features;
 #[path = "graceful_shutdown.rs"]
 mod graceful_shutdown;
+#[path = "h40p_parity.rs"]
+mod h40p_parity;
 #[path = "interval.rs"]
 mod interval;
 #[path = "interval_schedule.rs"]

@@ -112,6 +112,11 @@ pub(crate) enum Reset {
     /// The new deadline is due already: the entry is freed and its waker
     /// woken, and the sleep completes.
     Fired,
+    /// The entry had fired, and the timer is at its `max_pending` limit:
+    /// pending again it would go over, so it is freed
+    /// instead, as a reset of a completed sleep is refused; the sleep is
+    /// idle, and its next poll registers again and reports the refusal.
+    Refused,
 }
 
 impl Shard {
@@ -349,10 +354,22 @@ impl Shard {
             }
             return Reset::Fired;
         }
+        // A fired entry made pending again takes a place under
+        // `max_pending`, as a new registration does: refused at the limit
+        // (its slab slot it has already).
+        let was_scheduled = inner.wheel.is_scheduled(key);
+        if was_scheduled == Some(false)
+            && !self.is_shut_down()
+            && inner.wheel.scheduled() >= self.max_pending
+        {
+            inner.wheel.remove(key);
+            self.tidy(&mut inner);
+            return Reset::Refused;
+        }
         // A pending entry holds the waker its `Sleep` last left in it; a
         // fired one gave it up to be woken, and so did every entry at
         // shutdown.
-        let holds_waker = inner.wheel.is_scheduled(key) == Some(true) && !self.is_shut_down();
+        let holds_waker = was_scheduled == Some(true) && !self.is_shut_down();
         let scheduled = inner.wheel.reset(key, tick);
         debug_assert_eq!(scheduled, Some(true), "a Sleep's key names its own entry");
         let kick = pulls_in && inner.pull_in(tick, self);

@@ -316,6 +316,7 @@ impl Sleep {
                     }
                 }
                 Reset::Fired => self.state.set(State::Fired),
+                Reset::Refused => self.state.set(State::Idle),
             },
             // Completed, or never polled: registered afresh, with no waker,
             // as tokio's is, so that `is_elapsed` turns true at the new

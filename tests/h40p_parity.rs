@@ -1,0 +1,682 @@
+//! Differential programs against tokio on one paused clock: tokio-util's
+//! `DelayQueue` (every operation of the API; entries that come out in one
+//! drain compared as sets, as within one instant the two order
+//! differently; tokio-util's deadlines are rounded up to its millisecond,
+//! the wheel's are as given), tokio's `Sleep` polled and reset by hand,
+//! and tokio's `Interval` with sub-millisecond advances, every reset and
+//! missed tick behaviour changed mid-stream.
+
+use std::task::Poll;
+use std::time::Duration;
+
+use proptest::prelude::*;
+use tokio::time;
+use tokio_test::task;
+use wheel::delay_queue::{DelayQueue, Key};
+use wheel::Instant;
+
+mod common;
+use common::paused_rt;
+
+#[derive(Debug, Clone)]
+enum QOp {
+    Insert(u64),
+    /// Relative to now, in µs; negative is in the past.
+    InsertAt(i64),
+    Reset(usize, u64),
+    ResetAt(usize, i64),
+    Remove(usize),
+    TryRemoveStale(usize),
+    Deadline(usize),
+    Clear,
+    Compact,
+    ShrinkToFit,
+    Advance(u64),
+    Drain,
+}
+
+fn micros() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        2 => 0u64..5_000,
+        2 => (0u64..70).prop_map(|ms| ms * 1000),
+        2 => 0u64..300_000,
+        1 => (0u64..20).prop_map(|s| s * 1_000_000),
+        1 => 0u64..10_000_000_000,
+        1 => prop_oneof![Just(63_000u64), Just(64_000), Just(65_000), Just(4_095_000), Just(4_096_000), Just(262_144_000)],
+        1 => Just(0u64),
+    ]
+}
+
+fn signed() -> impl Strategy<Value = i64> {
+    prop_oneof![
+        4 => micros().prop_map(|us| us as i64),
+        1 => (0i64..50_000).prop_map(|us| -us),
+    ]
+}
+
+fn qop() -> impl Strategy<Value = QOp> {
+    prop_oneof![
+        4 => micros().prop_map(QOp::Insert),
+        2 => signed().prop_map(QOp::InsertAt),
+        2 => (any::<usize>(), micros()).prop_map(|(p, d)| QOp::Reset(p, d)),
+        2 => (any::<usize>(), signed()).prop_map(|(p, d)| QOp::ResetAt(p, d)),
+        2 => any::<usize>().prop_map(QOp::Remove),
+        1 => any::<usize>().prop_map(QOp::TryRemoveStale),
+        1 => any::<usize>().prop_map(QOp::Deadline),
+        1 => Just(QOp::Clear),
+        1 => Just(QOp::Compact),
+        1 => Just(QOp::ShrinkToFit),
+        4 => micros().prop_map(QOp::Advance),
+        3 => Just(QOp::Drain),
+    ]
+}
+
+fn at(now: Instant, us: i64) -> Instant {
+    if us >= 0 {
+        now + Duration::from_micros(us as u64)
+    } else {
+        now - Duration::from_micros(us.unsigned_abs())
+    }
+}
+
+type Ours = task::Spawn<DelayQueue<u32>>;
+type Theirs = task::Spawn<tokio_util::time::DelayQueue<u32>>;
+
+/// Drains both queues; compares what came out, as sets, and the final
+/// poll (`Pending` or `Ready(None)`).
+fn drain(ours: &mut Ours, theirs: &mut Theirs, ctx: &str) -> Vec<u32> {
+    let mut a = Vec::new();
+    let end_a = loop {
+        match ours.enter(|cx, mut q| q.poll_expired(cx)) {
+            Poll::Ready(Some(e)) => a.push((e.deadline(), *e.get_ref())),
+            other => break other.map(|_| ()),
+        }
+    };
+    let mut b = Vec::new();
+    let end_b = loop {
+        match theirs.enter(|cx, mut q| q.poll_expired(cx)) {
+            Poll::Ready(Some(e)) => b.push((e.deadline(), *e.get_ref())),
+            other => break other.map(|_| ()),
+        }
+    };
+    let now = Instant::now();
+    for (d, id) in &a {
+        assert!(*d <= now, "{id} early at {ctx}");
+    }
+    let mut ids_a: Vec<u32> = a.iter().map(|e| e.1).collect();
+    let mut ids_b: Vec<u32> = b.iter().map(|e| e.1).collect();
+    ids_a.sort();
+    ids_b.sort();
+    assert_eq!(ids_a, ids_b, "drained at {ctx}");
+    assert_eq!(end_a, end_b, "end of drain at {ctx}");
+    ids_a
+}
+
+fn drain_ours(q: &mut Ours) -> Vec<u32> {
+    let mut out = Vec::new();
+    while let Poll::Ready(Some(e)) = q.enter(|cx, mut q| q.poll_expired(cx)) {
+        out.push(e.into_inner());
+    }
+    out
+}
+
+fn drain_theirs(q: &mut Theirs) -> Vec<u32> {
+    let mut out = Vec::new();
+    while let Poll::Ready(Some(e)) = q.enter(|cx, mut q| q.poll_expired(cx)) {
+        out.push(e.into_inner());
+    }
+    out
+}
+
+fn run_queue_program(ops: &[QOp]) {
+    let rt = paused_rt();
+    rt.block_on(tokio::task::unconstrained(async move {
+        let mut ours: Ours = task::spawn(DelayQueue::new());
+        let mut theirs: Theirs = task::spawn(tokio_util::time::DelayQueue::new());
+        // (id, our key, their key)
+        let mut live: Vec<(u32, Key, tokio_util::time::delay_queue::Key)> = Vec::new();
+        let mut gone: Vec<Key> = Vec::new();
+        let mut next_id = 0u32;
+        // Whether our task waits (its last poll was not `Ready(Some)`).
+        let mut waiting = false;
+        for (n, op) in ops.iter().enumerate() {
+            let ctx = format!("op {n} ({op:?}) of {ops:?}");
+            let now = Instant::now();
+            match *op {
+                QOp::Insert(us) => {
+                    let d = Duration::from_micros(us);
+                    let k = ours.insert(next_id, d);
+                    let t = theirs.insert(next_id, d);
+                    live.push((next_id, k, t));
+                    next_id += 1;
+                }
+                QOp::InsertAt(us) => {
+                    let d = at(now, us);
+                    let k = ours.insert_at(next_id, d);
+                    let t = theirs.insert_at(next_id, d);
+                    live.push((next_id, k, t));
+                    next_id += 1;
+                }
+                QOp::Reset(p, us) if !live.is_empty() => {
+                    let (_, k, t) = live[p % live.len()];
+                    let d = Duration::from_micros(us);
+                    ours.reset(&k, d);
+                    theirs.reset(&t, d);
+                }
+                QOp::ResetAt(p, us) if !live.is_empty() => {
+                    let (_, k, t) = live[p % live.len()];
+                    let d = at(now, us);
+                    ours.reset_at(&k, d);
+                    theirs.reset_at(&t, d);
+                }
+                QOp::Remove(p) if !live.is_empty() => {
+                    let (id, k, t) = live.remove(p % live.len());
+                    let a = ours.remove(&k);
+                    let b = theirs.remove(&t);
+                    // tokio-util's deadline is rounded up to its ms.
+                    assert!(a.deadline() <= b.deadline(), "{ctx}");
+                    assert_eq!((*a.get_ref(), a.key()), (*b.get_ref(), k), "{ctx}");
+                    assert_eq!(*a.get_ref(), id);
+                    gone.push(k);
+                }
+                QOp::TryRemoveStale(p) if !gone.is_empty() => {
+                    let k = gone[p % gone.len()];
+                    assert!(ours.try_remove(&k).is_none(), "{ctx}");
+                }
+                QOp::Deadline(p) if !live.is_empty() => {
+                    let (_, k, t) = live[p % live.len()];
+                    let (a, b) = (ours.deadline(&k), theirs.deadline(&t));
+                    assert!(
+                        a <= b && b - a < Duration::from_millis(1) || a < now,
+                        "{ctx}: {a:?} {b:?}"
+                    );
+                }
+                QOp::Clear => {
+                    ours.clear();
+                    theirs.clear();
+                    gone.extend(live.drain(..).map(|(_, k, _)| k));
+                }
+                QOp::Compact => {
+                    ours.compact();
+                    theirs.compact();
+                }
+                QOp::ShrinkToFit => {
+                    ours.shrink_to_fit();
+                    theirs.shrink_to_fit();
+                }
+                QOp::Advance(us) => time::advance(Duration::from_micros(us)).await,
+                QOp::Drain => {
+                    let out = drain(&mut ours, &mut theirs, &ctx);
+                    for id in out {
+                        let i = live.iter().position(|l| l.0 == id).expect("live");
+                        gone.push(live.remove(i).1);
+                    }
+                    waiting = true;
+                }
+                _ => {}
+            }
+            assert_eq!(ours.len(), theirs.len(), "len after {ctx}");
+            assert_eq!(ours.is_empty(), live.is_empty(), "is_empty after {ctx}");
+            if live.len() == 1 {
+                assert_eq!(ours.peek(), Some(live[0].1), "peek after {ctx}");
+            }
+            // No lost wake-up: a waiting task not woken finds nothing new.
+            if waiting && !ours.is_woken() {
+                let before = ours.len();
+                let polled =
+                    ours.enter(|cx, mut q| q.poll_expired(cx).map(|e| e.map(|e| *e.get_ref())));
+                match polled {
+                    Poll::Pending => {}
+                    Poll::Ready(None) if before == 0 => {}
+                    other => panic!("lost wake-up after {ctx}: a poll gave {other:?}"),
+                }
+            }
+        }
+        drain(&mut ours, &mut theirs, "the end");
+        // Everything left comes out at the same instants: wait for the
+        // first of either, then both must give the same.
+        loop {
+            let (a, b) = std::future::poll_fn(|cx| {
+                let a = ours.enter(|_, mut q| q.poll_expired(cx).map(|e| e.map(|e| *e.get_ref())));
+                let b =
+                    theirs.enter(|_, mut q| q.poll_expired(cx).map(|e| e.map(|e| *e.get_ref())));
+                if a.is_pending() && b.is_pending() {
+                    Poll::Pending
+                } else {
+                    Poll::Ready((a, b))
+                }
+            })
+            .await;
+            if let (Poll::Ready(None), Poll::Ready(None)) = (a, b) {
+                break;
+            }
+            let ctx = format!("the rest, at {:?}, of {ops:?}", Instant::now());
+            let mut got = drain_ours(&mut ours);
+            if let Poll::Ready(Some(id)) = a {
+                got.push(id);
+            }
+            let mut want = drain_theirs(&mut theirs);
+            if let Poll::Ready(Some(id)) = b {
+                want.push(id);
+            }
+            got.sort();
+            want.sort();
+            assert_eq!(got, want, "{ctx}");
+        }
+    }));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1024, ..ProptestConfig::default() })]
+
+    #[test]
+    fn delay_queue_programs_match_tokio_util(ops in prop::collection::vec(qop(), 1..60)) {
+        let _guard = common::guard();
+        run_queue_program(&ops);
+    }
+}
+
+#[derive(Debug, Clone)]
+enum SOp {
+    Advance(u64),
+    Poll,
+    /// Relative to now, in µs; negative is in the past.
+    Reset(i64),
+}
+
+fn sop() -> impl Strategy<Value = SOp> {
+    prop_oneof![
+        3 => micros().prop_map(SOp::Advance),
+        3 => Just(SOp::Poll),
+        2 => signed().prop_map(SOp::Reset),
+    ]
+}
+
+fn run_sleep_program(first: u64, ops: &[SOp]) {
+    let rt = paused_rt();
+    rt.block_on(tokio::task::unconstrained(async move {
+        let mut ours = task::spawn(wheel::sleep(Duration::from_micros(first)));
+        let mut theirs = task::spawn(Box::pin(time::sleep(Duration::from_micros(first))));
+        // The last poll was ready, and a reset since: tokio's wakes the task
+        // at the new deadline, the wheel's does not (see
+        // `sleep_completed_then_reset_wakes_the_task_as_tokios_does`).
+        let mut ready = false;
+        let mut tainted = false;
+        for (n, op) in ops.iter().enumerate() {
+            let ctx = format!("op {n} ({op:?}) of {first}, {ops:?}");
+            match *op {
+                SOp::Advance(us) => time::advance(Duration::from_micros(us)).await,
+                SOp::Poll => {
+                    let a = ours.poll();
+                    let b = theirs.poll();
+                    assert_eq!(a, b, "poll at {ctx}");
+                    ready = a.is_ready();
+                    tainted = false;
+                }
+                SOp::Reset(us) => {
+                    let d = at(Instant::now(), us);
+                    std::pin::Pin::new(&mut *ours).reset(d);
+                    theirs.as_mut().reset(d);
+                    tainted |= ready;
+                }
+            }
+            assert_eq!(ours.deadline(), theirs.deadline(), "deadline after {ctx}");
+            assert_eq!(
+                ours.is_elapsed(),
+                theirs.is_elapsed(),
+                "is_elapsed after {ctx}"
+            );
+            if !tainted {
+                assert_eq!(ours.is_woken(), theirs.is_woken(), "is_woken after {ctx}");
+            }
+        }
+    }));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1024, ..ProptestConfig::default() })]
+
+    #[test]
+    fn sleep_programs_match_tokio(first in micros(), ops in prop::collection::vec(sop(), 1..30)) {
+        let _guard = common::guard();
+        run_sleep_program(first, &ops);
+    }
+}
+
+/// A sleep that completed at a poll, then reset without another poll:
+/// tokio's keeps the waker of that poll, so the task is woken at the new
+/// deadline (or at once, for one passed); the wheel's registers the reset
+/// with no waker, and the task is never woken.
+#[test]
+#[ignore = "parity gap: a Sleep completed by a poll forgets that poll's waker; a reset without a new poll wakes no one (tokio's does)"]
+fn sleep_completed_then_reset_wakes_the_task_as_tokios_does() {
+    let rt = paused_rt();
+    rt.block_on(async {
+        let mut ours = task::spawn(wheel::sleep(Duration::from_millis(1)));
+        let mut theirs = task::spawn(Box::pin(time::sleep(Duration::from_millis(1))));
+        time::advance(Duration::from_millis(1)).await;
+        assert!(ours.poll().is_ready());
+        assert!(theirs.poll().is_ready());
+        let at = Instant::now() + Duration::from_millis(5);
+        std::pin::Pin::new(&mut *ours).reset(at);
+        theirs.as_mut().reset(at);
+        time::advance(Duration::from_millis(5)).await;
+        assert!(theirs.is_woken(), "tokio's");
+        assert!(ours.is_woken(), "the wheel's");
+    });
+}
+
+#[derive(Debug, Clone)]
+enum IOp {
+    Advance(u64),
+    Poll,
+    Reset,
+    ResetImmediately,
+    ResetAfter(u64),
+    ResetAt(i64),
+    Behavior(usize),
+}
+
+fn iop() -> impl Strategy<Value = IOp> {
+    prop_oneof![
+        5 => micros().prop_map(IOp::Advance),
+        5 => Just(IOp::Poll),
+        1 => Just(IOp::Reset),
+        1 => Just(IOp::ResetImmediately),
+        1 => micros().prop_map(IOp::ResetAfter),
+        1 => signed().prop_map(IOp::ResetAt),
+        1 => (0..3usize).prop_map(IOp::Behavior),
+    ]
+}
+
+fn run_interval_program(start: i64, period: u64, behavior: usize, ops: &[IOp]) {
+    let ours_b = [
+        wheel::MissedTickBehavior::Burst,
+        wheel::MissedTickBehavior::Delay,
+        wheel::MissedTickBehavior::Skip,
+    ];
+    let tokios = [
+        time::MissedTickBehavior::Burst,
+        time::MissedTickBehavior::Delay,
+        time::MissedTickBehavior::Skip,
+    ];
+    let rt = paused_rt();
+    rt.block_on(tokio::task::unconstrained(async move {
+        let start = at(Instant::now(), start);
+        let period = Duration::from_micros(period);
+        let mut w = wheel::interval_at(start, period);
+        w.set_missed_tick_behavior(ours_b[behavior]);
+        let mut t = time::interval_at(start, period);
+        t.set_missed_tick_behavior(tokios[behavior]);
+        let (mut w, mut t) = (task::spawn(w), task::spawn(t));
+        for (n, op) in ops.iter().enumerate() {
+            let ctx = format!("op {n} ({op:?}) of {start:?} {period:?} {behavior} {ops:?}");
+            match *op {
+                IOp::Advance(us) => time::advance(Duration::from_micros(us)).await,
+                IOp::Poll => {
+                    for _ in 0..1000 {
+                        let got = w.enter(|cx, mut w| w.poll_tick(cx));
+                        let want = t.enter(|cx, mut t| t.poll_tick(cx));
+                        assert_eq!(got, want, "{ctx}");
+                        if got.is_pending() {
+                            break;
+                        }
+                    }
+                }
+                IOp::Reset => {
+                    w.reset();
+                    t.reset();
+                }
+                IOp::ResetImmediately => {
+                    w.reset_immediately();
+                    t.reset_immediately();
+                }
+                IOp::ResetAfter(us) => {
+                    w.reset_after(Duration::from_micros(us));
+                    t.reset_after(Duration::from_micros(us));
+                }
+                IOp::ResetAt(us) => {
+                    let d = at(Instant::now(), us);
+                    w.reset_at(d);
+                    t.reset_at(d);
+                }
+                IOp::Behavior(b) => {
+                    w.set_missed_tick_behavior(ours_b[b]);
+                    t.set_missed_tick_behavior(tokios[b]);
+                }
+            }
+            assert_eq!(w.is_woken(), t.is_woken(), "woken after {ctx}");
+        }
+    }));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1024, ..ProptestConfig::default() })]
+
+    #[test]
+    fn interval_programs_match_tokio(
+        start in signed(),
+        period in prop_oneof![1u64..5_000, (1u64..200).prop_map(|m| m * 1000), 1u64..10_000_000],
+        behavior in 0..3usize,
+        ops in prop::collection::vec(iop(), 1..30),
+    ) {
+        let _guard = common::guard();
+        run_interval_program(start, period, behavior, &ops);
+    }
+}
+
+/// `reset_immediately` (and `reset_at` a passed instant, `reset_after(0)`)
+/// with tokio's paused clock between two of its milliseconds: tokio's
+/// interval ticks at its next millisecond; the wheel's ticked at once (it
+/// took the coarse-timer path, which completes a passed reset at once).
+#[test]
+fn reset_immediately_mid_millisecond_ticks_when_tokios_does() {
+    type Reset = fn(&mut wheel::Interval, &mut time::Interval, Instant);
+    let resets: [Reset; 3] = [
+        |w, t, _| {
+            w.reset_immediately();
+            t.reset_immediately();
+        },
+        |w, t, now| {
+            w.reset_at(now - Duration::from_micros(300));
+            t.reset_at(now - Duration::from_micros(300));
+        },
+        |w, t, _| {
+            w.reset_after(Duration::ZERO);
+            t.reset_after(Duration::ZERO);
+        },
+    ];
+    for reset in resets {
+        let rt = paused_rt();
+        rt.block_on(tokio::task::unconstrained(async {
+            let start = Instant::now();
+            let mut w = task::spawn(wheel::interval(Duration::from_millis(5)));
+            let mut t = task::spawn(time::interval(Duration::from_millis(5)));
+            assert_eq!(w.enter(|cx, mut w| w.poll_tick(cx)), Poll::Ready(start));
+            assert_eq!(t.enter(|cx, mut t| t.poll_tick(cx)), Poll::Ready(start));
+            assert!(w.enter(|cx, mut w| w.poll_tick(cx)).is_pending());
+            assert!(t.enter(|cx, mut t| t.poll_tick(cx)).is_pending());
+            time::advance(Duration::from_micros(400)).await;
+            let now = Instant::now();
+            reset(&mut w, &mut t, now);
+            assert_eq!(w.is_woken(), t.is_woken(), "woken by the reset");
+            assert_eq!(
+                w.enter(|cx, mut w| w.poll_tick(cx)),
+                t.enter(|cx, mut t| t.poll_tick(cx)),
+                "polled at once"
+            );
+            time::advance(Duration::from_micros(600)).await;
+            assert_eq!(
+                w.is_woken(),
+                t.is_woken(),
+                "woken at tokio's next millisecond"
+            );
+            let a = w.enter(|cx, mut w| w.poll_tick(cx));
+            let b = t.enter(|cx, mut t| t.poll_tick(cx));
+            assert!(a.is_ready(), "the tick has come");
+            assert_eq!(a, b);
+        }));
+    }
+}
+
+#[derive(Debug, Clone)]
+enum TOp {
+    TrySleep(u64),
+    Poll(usize),
+    Reset(usize, u64),
+    Drop(usize),
+    Schedule(u64),
+    Cancel(usize),
+    Advance(u64),
+}
+
+fn top() -> impl Strategy<Value = TOp> {
+    let d = prop_oneof![0u64..3, 0u64..200, Just(1000u64)];
+    prop_oneof![
+        3 => d.clone().prop_map(TOp::TrySleep),
+        2 => any::<usize>().prop_map(TOp::Poll),
+        2 => (any::<usize>(), d.clone()).prop_map(|(i, d)| TOp::Reset(i, d)),
+        1 => any::<usize>().prop_map(TOp::Drop),
+        3 => d.clone().prop_map(TOp::Schedule),
+        2 => any::<usize>().prop_map(TOp::Cancel),
+        3 => d.prop_map(TOp::Advance),
+    ]
+}
+
+/// A manual timer with a `max_pending` limit against a model: what is
+/// pending (sleeps registered and not fired, callbacks not run or
+/// cancelled), what is refused, each callback run exactly once unless a
+/// cancel said it stopped it, and the counters.
+fn run_timer_program(max: usize, ops: &[TOp]) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let timer = wheel::Timer::builder()
+        .manual()
+        .max_pending(max)
+        .build()
+        .unwrap();
+    let ms = Duration::from_millis;
+    // (sleep, deadline, completed by a poll, refused by a reset)
+    let mut sleeps: Vec<(task::Spawn<wheel::Sleep>, Instant, bool, bool)> = Vec::new();
+    // (handle, runs, cancelled)
+    let mut callbacks: Vec<(wheel::TimerHandle, Arc<AtomicUsize>, bool)> = Vec::new();
+    let mut cancels = 0u64;
+    for (n, op) in ops.iter().enumerate() {
+        let ctx = format!("op {n} ({op:?}) of {max}, {ops:?}");
+        let now = timer.now();
+        let pending_model = sleeps.iter().filter(|s| s.1 > now && !s.2 && !s.3).count()
+            + callbacks
+                .iter()
+                .filter(|c| !c.2 && c.1.load(Ordering::SeqCst) == 0)
+                .count();
+        match *op {
+            TOp::TrySleep(d) => match timer.try_sleep(ms(d)) {
+                Ok(s) => sleeps.push((task::spawn(s), now + ms(d), false, false)),
+                Err(e) => {
+                    assert!(e.is_at_capacity(), "{ctx}: {e}");
+                    assert!(
+                        pending_model >= max,
+                        "{ctx}: refused with {pending_model} pending"
+                    );
+                }
+            },
+            TOp::Poll(i) if !sleeps.is_empty() && !sleeps[i % sleeps.len()].3 => {
+                let i = i % sleeps.len();
+                let s = &mut sleeps[i];
+                let r = s.0.poll();
+                assert_eq!(r.is_ready(), s.1 <= now, "{ctx}");
+                s.2 |= r.is_ready();
+            }
+            TOp::Reset(i, d) if !sleeps.is_empty() => {
+                let i = i % sleeps.len();
+                let s = &mut sleeps[i];
+                let held = s.1 > now && !s.2 && !s.3;
+                std::pin::Pin::new(&mut *s.0).reset(now + ms(d));
+                s.1 = now + ms(d);
+                s.2 = false;
+                // Refused at capacity: its next poll says so.
+                s.3 = d > 0 && !held && pending_model >= max;
+            }
+            TOp::Drop(i) if !sleeps.is_empty() => {
+                let i = i % sleeps.len();
+                drop(sleeps.remove(i));
+            }
+            TOp::Schedule(d) => {
+                let runs = Arc::new(AtomicUsize::new(0));
+                let r = runs.clone();
+                match timer.try_schedule(ms(d), move || {
+                    r.fetch_add(1, Ordering::SeqCst);
+                }) {
+                    Ok(h) => callbacks.push((h, runs, false)),
+                    Err(e) => {
+                        assert!(e.is_at_capacity(), "{ctx}: {e}");
+                        assert!(
+                            pending_model >= max,
+                            "{ctx}: refused with {pending_model} pending"
+                        );
+                    }
+                }
+            }
+            TOp::Cancel(i) if !callbacks.is_empty() => {
+                let i = i % callbacks.len();
+                let c = &mut callbacks[i];
+                let ran = c.1.load(Ordering::SeqCst) > 0;
+                let stopped = c.0.cancel();
+                assert_eq!(stopped, !ran && !c.2, "{ctx}");
+                if stopped {
+                    cancels += 1;
+                }
+                c.2 |= stopped;
+                assert_eq!(c.0.is_cancelled(), c.2, "{ctx}");
+            }
+            TOp::Advance(d) => timer.advance(ms(d)),
+            _ => {}
+        }
+        let now = timer.now();
+        for c in &callbacks {
+            let runs = c.1.load(Ordering::SeqCst);
+            let due = c.0.deadline() <= now;
+            // One scheduled already due runs at the next pass, never on
+            // the caller's stack.
+            assert!(
+                runs <= usize::from(due && !c.2),
+                "callback runs after {ctx}"
+            );
+            if matches!(op, TOp::Advance(d) if *d > 0) {
+                assert_eq!(runs, usize::from(due && !c.2), "callback runs after {ctx}");
+            }
+            assert_eq!(c.0.is_expired(), runs == 1, "is_expired after {ctx}");
+        }
+        let stats = timer.stats();
+        // Sleeps registered (try_sleep registers at once; a reset
+        // re-registers) and not yet due.
+        let pending = sleeps.iter().filter(|s| s.1 > now && !s.3).count()
+            + callbacks
+                .iter()
+                .filter(|c| !c.2 && c.1.load(Ordering::SeqCst) == 0)
+                .count();
+        assert_eq!(stats.pending, pending, "pending after {ctx}: {stats:?}");
+        assert_eq!(
+            stats.callbacks,
+            callbacks
+                .iter()
+                .filter(|c| !c.2 && c.1.load(Ordering::SeqCst) == 0)
+                .count(),
+            "callbacks after {ctx}"
+        );
+        assert!(stats.pending <= max, "over the limit after {ctx}");
+        assert!(
+            stats.cancelled >= cancels,
+            "cancelled after {ctx}: {stats:?}"
+        );
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2048, ..ProptestConfig::default() })]
+
+    #[test]
+    fn timer_programs_match_a_model(max in 1usize..5, ops in prop::collection::vec(top(), 1..40)) {
+        run_timer_program(max, &ops);
+    }
+}
