@@ -41,12 +41,12 @@ mod explicit_timers;
 mod features;
 #[path = "graceful_shutdown.rs"]
 mod graceful_shutdown;
-#[path = "h40p_parity.rs"]
-mod h40p_parity;
 #[path = "interval.rs"]
 mod interval;
 #[path = "interval_schedule.rs"]
 mod interval_schedule;
+#[path = "limited_timer_model.rs"]
+mod limited_timer_model;
 #[path = "manual_clock.rs"]
 mod manual_clock;
 #[path = "max_pending.rs"]
@@ -55,6 +55,8 @@ mod max_pending;
 mod memory;
 #[path = "model.rs"]
 mod model;
+#[path = "parity_programs.rs"]
+mod parity_programs;
 #[path = "paused_clock.rs"]
 mod paused_clock;
 #[path = "readme.rs"]

@@ -362,8 +362,11 @@ impl Shard {
             && !self.is_shut_down()
             && inner.wheel.scheduled() >= self.max_pending
         {
-            inner.wheel.remove(key);
+            let job = inner.wheel.remove(key);
             self.tidy(&mut inner);
+            drop(inner);
+            // Dropped after the lock, as a cancel drops its entry's.
+            drop(job);
             return Reset::Refused;
         }
         // A pending entry holds the waker its `Sleep` last left in it; a
