@@ -216,3 +216,27 @@ fn elapsed_is_the_crates_own_type_and_converts_as_the_readme_shows() {
         assert_eq!(io.kind(), std::io::ErrorKind::TimedOut);
     });
 }
+
+/// A sleep that completed at a poll, then is reset without another poll:
+/// tokio's keeps the waker of that poll and wakes the task at the new
+/// deadline; the wheel's forgot it when the sleep completed (keeping it
+/// would clone a waker at every completion), so the reset registers with
+/// no waker and the task is woken only once it polls the sleep again.
+#[test]
+fn a_sleep_reset_after_completing_wakes_no_one_until_polled_again() {
+    paused_rt().block_on(async {
+        let mut ours = task::spawn(wheel::sleep(ms(1)));
+        let mut theirs = task::spawn(Box::pin(tokio::time::sleep(ms(1))));
+        tokio::time::advance(ms(1)).await;
+        assert_ready!(ours.poll());
+        assert_ready!(theirs.poll());
+        let at = tokio::time::Instant::now() + ms(5);
+        Pin::new(&mut *ours).reset(at);
+        theirs.as_mut().reset(at);
+        tokio::time::advance(ms(5)).await;
+        assert!(theirs.is_woken(), "tokio's is woken");
+        assert!(!ours.is_woken(), "the wheel's has no waker to wake");
+        assert!(ours.is_elapsed());
+        assert_ready!(ours.poll());
+    });
+}

