@@ -393,6 +393,28 @@ fn a_timeout_whose_timer_shut_down_answers_by_its_own_clock_not_the_real_one() {
         .unwrap();
     let test = panic_of(|| test_rt.block_on(shut_down_then_poll()));
     assert!(test.contains("shut down"), "test clock: {test}");
+    // First waited on a worker of a multi-thread test runtime that never
+    // looked its timer up: found in the registry all the same.
+    let test_rt = wheel::TestClock::new()
+        .build(
+            RtBuilder::new_multi_thread()
+                .worker_threads(2)
+                .enable_time(),
+        )
+        .unwrap();
+    let on_a_worker = panic_of(|| {
+        test_rt.block_on(async {
+            let timeout = wheel::timeout(ms(20), pending::<()>());
+            Timer::current().shutdown();
+            thread::sleep(ms(30));
+            let polled = tokio::spawn(async move { task::spawn(timeout).poll() }).await;
+            polled.unwrap_or_else(|failed| std::panic::resume_unwind(failed.into_panic()))
+        })
+    });
+    assert!(
+        on_a_worker.contains("shut down"),
+        "on a worker: {on_a_worker}"
+    );
 }
 
 /// An ordinary runtime's default timer shut down by hand is replaced on the
