@@ -446,7 +446,8 @@ proptest! {
 /// `reset_immediately` (and `reset_at` a passed instant, `reset_after(0)`)
 /// with tokio's paused clock between two of its milliseconds: tokio's
 /// interval ticks at its next millisecond; the wheel's ticked at once (it
-/// took the coarse-timer path, which completes a passed reset at once).
+/// took the coarse-timer path, which completes a passed reset at once). So
+/// does one on a timer whose tick is tokio's millisecond, no coarser.
 #[test]
 fn reset_immediately_mid_millisecond_ticks_when_tokios_does() {
     type Reset = fn(&mut wheel::Interval, &mut time::Interval, Instant);
@@ -464,11 +465,19 @@ fn reset_immediately_mid_millisecond_ticks_when_tokios_does() {
             t.reset_after(Duration::ZERO);
         },
     ];
-    for reset in resets {
+    for (reset, tick) in resets.into_iter().flat_map(|r| [(r, None), (r, Some(1))]) {
         let rt = paused_rt();
         rt.block_on(tokio::task::unconstrained(async {
             let start = Instant::now();
-            let mut w = task::spawn(wheel::interval(Duration::from_millis(5)));
+            let timer = tick.map(|ms| {
+                let tick = Duration::from_millis(ms);
+                wheel::Timer::builder().tick(tick).build().unwrap()
+            });
+            let period = Duration::from_millis(5);
+            let mut w = task::spawn(match &timer {
+                Some(timer) => timer.interval(period),
+                None => wheel::interval(period),
+            });
             let mut t = task::spawn(time::interval(Duration::from_millis(5)));
             assert_eq!(w.enter(|cx, mut w| w.poll_tick(cx)), Poll::Ready(start));
             assert_eq!(t.enter(|cx, mut t| t.poll_tick(cx)), Poll::Ready(start));
