@@ -1,8 +1,8 @@
 //! `wheel::interval`, `interval_at` and `Interval` under tokio's paused
 //! clock, against `tokio::time::Interval`'s semantics: ticks, resets,
-//! wakers, streams, explicit timers. When ticks fall after a stall, on a
-//! coarse timer, and against tokio's `Interval` as an oracle is in
-//! `interval_schedule.rs`.
+//! wakers, streams, explicit timers. When ticks fall after a stall and on
+//! a coarse timer is in `interval_schedule.rs`; random programs against
+//! tokio's `Interval` as an oracle are in `parity_programs.rs`.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

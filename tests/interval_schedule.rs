@@ -1,17 +1,16 @@
 //! When an `Interval`'s ticks fall: each `MissedTickBehavior` after a
-//! stall, ticks on a coarse timer, and a model test with
-//! `tokio::time::Interval` as the oracle. Under tokio's paused clock.
+//! stall, ticks on a coarse timer. Under tokio's paused clock. (Random
+//! programs against `tokio::time::Interval`, the oracle, are in
+//! `parity_programs.rs`.)
 
 use std::time::Duration;
 
-use proptest::prelude::*;
-use proptest::test_runner::FileFailurePersistence;
 use tokio::time;
 use tokio_test::{assert_pending, assert_ready, assert_ready_eq, task};
 use wheel::{Instant, Interval, MissedTickBehavior};
 
 mod common;
-use common::{expect_ticks, ms, paused_rt, poll_tick};
+use common::{expect_ticks, ms, poll_tick};
 
 /// An interval on the current runtime's default timer, polled by hand, with
 /// the given missed tick behaviour.
@@ -144,102 +143,6 @@ async fn ticks_up_to_5ms_late_are_not_missed() {
     expect_ticks(&mut every, start, &[]);
     time::advance(ms(1)).await;
     expect_ticks(&mut every, start, &[406]);
-}
-
-/// One step of a random schedule for [`matches_tokio_interval`].
-#[derive(Debug, Clone)]
-enum Op {
-    Advance(u64),
-    /// Polls until pending.
-    Poll,
-    Reset,
-    ResetImmediately,
-    ResetAfter(u64),
-    /// Relative to now, in ms; negative is in the past.
-    ResetAt(i64),
-}
-
-fn op() -> impl Strategy<Value = Op> {
-    prop_oneof![
-        5 => prop_oneof![0..400u64, 0..100_000u64].prop_map(Op::Advance),
-        5 => Just(Op::Poll),
-        1 => Just(Op::Reset),
-        1 => Just(Op::ResetImmediately),
-        1 => (0..400u64).prop_map(Op::ResetAfter),
-        1 => (-200..400i64).prop_map(Op::ResetAt),
-    ]
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig {
-        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
-            "proptest-regressions/tests/interval.txt"
-        ))),
-        ..ProptestConfig::default()
-    })]
-
-    /// `tokio::time::Interval` is the oracle: driven through the same
-    /// schedule (whole milliseconds, where tokio's timer is exact), both
-    /// return the same instants and wake their tasks at the same moments.
-    #[test]
-    fn matches_tokio_interval(
-        period in prop_oneof![1..200u64, 1..100_000u64],
-        start in 0..300u64,
-        behavior in 0..3usize,
-        ops in proptest::collection::vec(op(), 1..40),
-    ) {
-        let ours = [MissedTickBehavior::Burst, MissedTickBehavior::Delay, MissedTickBehavior::Skip];
-        let tokios = [
-            time::MissedTickBehavior::Burst,
-            time::MissedTickBehavior::Delay,
-            time::MissedTickBehavior::Skip,
-        ];
-        let rt = paused_rt();
-        // Unconstrained: both intervals return `Pending` once the task's
-        // coop budget is spent, and the ops expect each tick at once.
-        rt.block_on(tokio::task::unconstrained(async move {
-            let start = Instant::now() + ms(start);
-            let mut w = wheel::interval_at(start, ms(period));
-            w.set_missed_tick_behavior(ours[behavior]);
-            let mut t = time::interval_at(start, ms(period));
-            t.set_missed_tick_behavior(tokios[behavior]);
-            let (mut w, mut t) = (task::spawn(w), task::spawn(t));
-            for (n, op) in ops.iter().enumerate() {
-                match *op {
-                    Op::Advance(d) => time::advance(ms(d)).await,
-                    Op::Poll => {
-                        for _ in 0..1000 {
-                            let got = poll_tick(&mut w);
-                            let want = t.enter(|cx, mut t| t.poll_tick(cx));
-                            assert_eq!(got, want, "op {n} ({op:?}) of {ops:?}");
-                            if got.is_pending() {
-                                break;
-                            }
-                        }
-                    }
-                    Op::Reset => {
-                        w.reset();
-                        t.reset();
-                    }
-                    Op::ResetImmediately => {
-                        w.reset_immediately();
-                        t.reset_immediately();
-                    }
-                    Op::ResetAfter(d) => {
-                        w.reset_after(ms(d));
-                        t.reset_after(ms(d));
-                    }
-                    Op::ResetAt(d) => {
-                        let now = Instant::now();
-                        let at = if d >= 0 { now + ms(d.unsigned_abs()) } else { now - ms(d.unsigned_abs()) };
-                        w.reset_at(at);
-                        t.reset_at(at);
-                    }
-                }
-                assert_eq!(w.is_woken(), t.is_woken(), "woken after op {n} ({op:?}) of {ops:?}");
-            }
-        }));
-    }
 }
 
 #[tokio::test(start_paused = true)]
