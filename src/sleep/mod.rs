@@ -321,13 +321,10 @@ impl Sleep {
                 Reset::Refused => self.state.set(State::Idle),
             },
             // Completed, or never polled: registered afresh, with no waker
-            // (a never-polled tokio sleep has none either; a completed one
-            // keeps its last poll's, which this one forgot when it
-            // completed: `tests/differences.rs`), so that `is_elapsed`
-            // turns true at the new deadline whether or not it is polled.
-            // Completing at once
-            // counts as a fire, as resetting a pending sleep into the past
-            // does.
+            // (a completed tokio sleep keeps its last poll's: a difference,
+            // `tests/differences.rs`), so that `is_elapsed` turns true at
+            // the new deadline whether or not it is polled. Completing at
+            // once counts as a fire, as a reset into the past does.
             State::Idle | State::Fired | State::Elapsed => {
                 let state = match shard.register(deadline, tick, Registrant::Reset { passed }) {
                     Registration::Pending(key, waker) => State::Registered { key, waker },
@@ -386,16 +383,12 @@ impl Sleep {
         self.shard = Some(shard);
     }
 
-    /// Binds a default-timer sleep to `shard`, its timer's shard for this
-    /// thread (a `Timeout`'s, bound to runtime `made_in` when made and to a
-    /// shard when it first waits; the shard may have shut down since, and
-    /// the sleep then answers as any sleep of a shut-down timer does, by
-    /// that timer's clock). `None`: the timer is gone, and its clock with
-    /// it. Inside `made_in`, whose clock it was, tokio's clock there says
-    /// whether the deadline has passed; anywhere else no clock at hand is
-    /// surely the one the deadline was read on (another runtime's paused
-    /// clock may be hours ahead of it, the real one ahead of its own paused
-    /// one), and the sleep reports the shutdown, as tokio's timeout does.
+    /// Binds a `Timeout`'s sleep, made in runtime `made_in`, to `shard` when
+    /// it first waits (shut down or not: it then answers by that timer's
+    /// clock). `None`, its timer is gone: inside `made_in`, tokio's clock
+    /// there says whether the deadline has passed; elsewhere no clock at
+    /// hand is surely the deadline's (another runtime's paused clock may be
+    /// hours ahead), so it reports the shutdown, as tokio's timeout does.
     pub(crate) fn bind_to(&mut self, shard: Option<Arc<Shard>>, made_in: Id) {
         debug_assert!(self.shard.is_none() && !self.state.is_registered());
         match shard {
