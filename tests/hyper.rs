@@ -377,3 +377,124 @@ fn sleep_until_fires_at_a_deadline_on_the_timers_clock() {
     assert_ready!(sleep.poll());
     assert_eq!(HyperTimer::now(&timer), deadline);
 }
+
+/// One step of a program run on a hyper timer's sleep.
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    /// Poll the sleep.
+    Poll,
+    /// Advance tokio's paused clock by this many µs.
+    Advance(u64),
+    /// `Timer::reset` to this many µs after the start (before it: in the past).
+    Reset(i64),
+    /// Replace the sleep by `sleep_until` this many µs after the start.
+    SleepUntil(i64),
+    /// Replace the sleep by `sleep` for this many µs.
+    Sleep(u64),
+}
+
+/// A random program from `seed`, starting with a sleep.
+fn program(seed: u64) -> Vec<Step> {
+    let mut state = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+    let mut next = move |n: u64| {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (state >> 33) % n
+    };
+    let mut steps = vec![Step::Sleep(next(5_000))];
+    for _ in 0..12 {
+        let us = [0, 1, 125, 500, 999, 1_000, 1_001, 2_500, 7_000][next(9) as usize];
+        steps.push(match next(10) {
+            0..=3 => Step::Poll,
+            4..=6 => Step::Advance(us),
+            7 => Step::Reset(next(20_000) as i64 - 2_000),
+            8 => Step::SleepUntil(next(20_000) as i64 - 2_000),
+            _ => Step::Sleep(us),
+        });
+    }
+    steps
+}
+
+/// What each step saw: the poll's outcome, and whether the task was woken.
+fn run_program(steps: &[Step], wheel_timer: bool) -> Vec<String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let timer: Box<dyn HyperTimer> = if wheel_timer {
+            Box::new(Timer::builder().build().unwrap())
+        } else {
+            Box::new(hyper_util::rt::TokioTimer::new())
+        };
+        let start = timer.now();
+        let at = |us: i64| {
+            if us >= 0 {
+                start + Duration::from_micros(us as u64)
+            } else {
+                start - Duration::from_micros(us.unsigned_abs())
+            }
+        };
+        let mut sleep = task::spawn(timer.sleep(Duration::MAX));
+        let mut trace = Vec::new();
+        // Whether the sleep has completed: a reset then wakes no one until
+        // polled again (tokio's wakes the last poller), a listed difference.
+        let mut completed = false;
+        let mut masked = false;
+        for step in steps {
+            masked |= matches!(step, Step::Reset(_)) && completed;
+            masked &= !matches!(step, Step::Sleep(_) | Step::SleepUntil(_));
+            let reset_completed = masked;
+            masked &= !matches!(step, Step::Poll);
+            let seen = match *step {
+                Step::Poll => {
+                    let polled = sleep.poll();
+                    completed = polled.is_ready();
+                    format!("{polled:?}")
+                }
+                Step::Advance(us) => {
+                    tokio::time::advance(Duration::from_micros(us)).await;
+                    String::new()
+                }
+                Step::Reset(us) => {
+                    timer.reset(&mut sleep, at(us));
+                    completed = false;
+                    String::new()
+                }
+                Step::SleepUntil(us) => {
+                    sleep = task::spawn(timer.sleep_until(at(us)));
+                    completed = false;
+                    String::new()
+                }
+                Step::Sleep(us) => {
+                    sleep = task::spawn(timer.sleep(Duration::from_micros(us)));
+                    completed = false;
+                    String::new()
+                }
+            };
+            // Let the runtime's timers fire.
+            tokio::task::yield_now().await;
+            let woken = if reset_completed {
+                let _ = sleep.is_woken();
+                "-".to_owned()
+            } else {
+                sleep.is_woken().to_string()
+            };
+            trace.push(format!("{step:?} {seen} woken={woken}"));
+        }
+        trace
+    })
+}
+
+#[test]
+fn programs_on_a_paused_clock_match_hyper_utils_tokio_timer() {
+    let _guard = common::guard();
+    for seed in 0..3000 {
+        let steps = program(seed);
+        let wheel = run_program(&steps, true);
+        let tokio = run_program(&steps, false);
+        assert_eq!(wheel, tokio, "seed {seed}: {steps:?}");
+    }
+}

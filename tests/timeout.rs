@@ -500,3 +500,55 @@ async fn a_timeout_three_centuries_out_registers_and_expires() {
     assert!(out.is_err());
     assert!(Instant::now() >= start + far);
 }
+
+/// `tokio::time::timeout_at` as the oracle below a millisecond, where
+/// tokio rounds up to its millisecond and the wheel's default tick is
+/// finer: the inner future a sleep (on the wheel or on tokio) ready at,
+/// just before or just after the deadline, or at a deadline in the past.
+#[test]
+fn sub_millisecond_deadlines_and_inner_futures_match_tokio_timeout_at() {
+    let _guard = common::guard();
+    let offsets: [i64; 11] = [-1_500, -1, 0, 1, 124, 125, 126, 999, 1_000, 1_001, 2_400];
+    for &deadline in &offsets {
+        for &work in &offsets {
+            for inner_on_wheel in [false, true] {
+                for base in [0u64, 1, 500, 999] {
+                    let rt = common::paused_unguarded();
+                    rt.block_on(async move {
+                        time::advance(Duration::from_micros(base + 2_000)).await;
+                        let start = Instant::now();
+                        let at = |us: i64| {
+                            if us >= 0 {
+                                start + Duration::from_micros(us as u64)
+                            } else {
+                                start - Duration::from_micros(us.unsigned_abs())
+                            }
+                        };
+                        let inner = move || async move {
+                            if inner_on_wheel {
+                                wheel::sleep_until(at(work)).await;
+                            } else {
+                                time::sleep_until(at(work)).await;
+                            }
+                        };
+                        let (ours, theirs) = tokio::join!(
+                            async {
+                                let out = wheel::timeout_at(at(deadline), inner()).await;
+                                (out.is_ok(), Instant::now() - start)
+                            },
+                            async {
+                                let out = time::timeout_at(at(deadline), inner()).await;
+                                (out.is_ok(), Instant::now() - start)
+                            },
+                        );
+                        assert_eq!(
+                            ours, theirs,
+                            "base {base} µs, deadline {deadline} µs, work {work} µs, \
+                             inner on the wheel: {inner_on_wheel}"
+                        );
+                    });
+                }
+            }
+        }
+    }
+}

@@ -533,3 +533,52 @@ mod http {
         assert_eq!(stats.pending, 0);
     }
 }
+
+/// Ties and sub-millisecond timeouts against `tower::timeout`, both run
+/// side by side on the paused clock: the response a tokio or a wheel sleep
+/// of `takes` µs, the timeout `timeout` µs, taken at `call`.
+#[test]
+fn ties_and_sub_millisecond_timeouts_match_tower_timeout() {
+    let micros = [0u64, 1, 125, 999, 1_000, 1_001, 2_000, 2_400];
+    for takes in micros {
+        for timeout in micros {
+            for on_wheel in [false, true] {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_time()
+                    .start_paused(true)
+                    .build()
+                    .unwrap();
+                rt.block_on(async move {
+                    time::advance(Duration::from_micros(1_700)).await;
+                    let inner = service_fn(move |()| async move {
+                        if on_wheel {
+                            wheel::sleep(Duration::from_micros(takes)).await;
+                        } else {
+                            time::sleep(Duration::from_micros(takes)).await;
+                        }
+                        Ok::<_, Infallible>(takes)
+                    });
+                    let start = Instant::now();
+                    let describe = |r: Result<u64, BoxError>| match r {
+                        Ok(v) => format!("Ok({v}) after {:?}", start.elapsed()),
+                        Err(e) => format!(
+                            "Err(elapsed: {}) after {:?}",
+                            e.is::<Elapsed>(),
+                            start.elapsed()
+                        ),
+                    };
+                    let timeout_d = Duration::from_micros(timeout);
+                    let ours = Timeout::new(inner, timeout_d).oneshot(());
+                    let theirs = tower::timeout::Timeout::new(inner, timeout_d).oneshot(());
+                    let (ours, theirs) = tokio::join!(async { describe(ours.await) }, async {
+                        describe(theirs.await)
+                    });
+                    assert_eq!(
+                        ours, theirs,
+                        "takes {takes} µs, timeout {timeout} µs, on the wheel: {on_wheel}"
+                    );
+                });
+            }
+        }
+    }
+}

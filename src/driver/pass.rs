@@ -121,21 +121,34 @@ impl Shard {
     /// waker or callback cannot stop the pass from serving everyone else.
     pub(super) fn fire(&self, fire: Fire) {
         let panicked = match fire {
-            Fire::Wake(waker) => catch_unwind(AssertUnwindSafe(|| waker.wake())).is_err(),
+            Fire::Wake(waker) => contain(|| waker.wake()),
             // Dropped unrun if its handle cancelled it while it sat in the
             // batch; a panicking drop is contained too.
-            Fire::Call(callback) => catch_unwind(AssertUnwindSafe(|| {
+            Fire::Call(callback) => contain(|| {
                 if callback.state.claim() {
                     self.callbacks_fired.fetch_add(1, Ordering::Relaxed);
                     (callback.run)();
                 }
-            }))
-            .is_err(),
+            }),
         };
         if panicked {
             self.panicked.fetch_add(1, Ordering::Relaxed);
         }
     }
+}
+
+/// Runs `f`; `true` if it panicked. The panic's payload is dropped inside
+/// a `catch_unwind` too (and leaked if that drop panics as well): a
+/// payload whose drop panics must not unwind the pass, which would drop
+/// the rest of its batch unrun.
+pub(super) fn contain(f: impl FnOnce()) -> bool {
+    let Err(payload) = catch_unwind(AssertUnwindSafe(f)) else {
+        return false;
+    };
+    if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+        std::mem::forget(again);
+    }
+    true
 }
 
 impl Inner {

@@ -1,7 +1,6 @@
 //! A task whose only job is to be dropped when its runtime shuts down.
 
 use std::future::Future;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -67,7 +66,7 @@ impl Drop for Sentinel {
         // first, each on its own: a closure whose drop panics is counted, as
         // a panicking callback is, and the others are still dropped.
         for (_, callback) in leftovers.callbacks {
-            if catch_unwind(AssertUnwindSafe(|| drop(callback))).is_err() {
+            if super::pass::contain(|| drop(callback)) {
                 if let Some(shard) = shards.first() {
                     shard.panicked.fetch_add(1, Ordering::Relaxed);
                 }
