@@ -44,6 +44,32 @@ fn settled(handle: &TimerHandle, probe: &Probe, cancelled: bool, at: &str) {
     assert_eq!(handle.is_cancelled(), cancelled, "{at}: is_cancelled");
 }
 
+/// `handle.cancel()`; if it says it stopped the run, noted in `probe`, so
+/// that a run after all is caught.
+fn cancel_noting(handle: &TimerHandle, probe: &Probe) -> bool {
+    let cancelled = handle.cancel();
+    if cancelled {
+        probe.cancelled_first.store(true, Ordering::SeqCst);
+    }
+    cancelled
+}
+
+/// `timer.advance(by)` on a thread of its own, let go together with the
+/// caller's next step: both pass one barrier before this returns. Join the
+/// handle once that step is done.
+fn advance_alongside(timer: &Timer, by: Duration) -> std::thread::JoinHandle<()> {
+    let barrier = Arc::new(Barrier::new(2));
+    let advancer = {
+        let (timer, barrier) = (timer.clone(), barrier.clone());
+        std::thread::spawn(move || {
+            barrier.wait();
+            timer.advance(by);
+        })
+    };
+    barrier.wait();
+    advancer
+}
+
 #[test]
 fn cancel_racing_a_manual_advance_on_another_thread_is_exactly_once() {
     let _guard = common::guard();
@@ -54,26 +80,12 @@ fn cancel_racing_a_manual_advance_on_another_thread_is_exactly_once() {
             .iter()
             .map(|p| timer.schedule(Duration::from_millis(1), probed(p)))
             .collect();
-        let barrier = Arc::new(Barrier::new(2));
-        let advancer = {
-            let (timer, barrier) = (timer.clone(), barrier.clone());
-            std::thread::spawn(move || {
-                barrier.wait();
-                timer.advance(Duration::from_millis(1));
-            })
-        };
-        barrier.wait();
+        let advancer = advance_alongside(&timer, Duration::from_millis(1));
         let results: Vec<bool> = handles
             .iter()
             .zip(&probes)
             .rev()
-            .map(|(h, p)| {
-                let cancelled = h.cancel();
-                if cancelled {
-                    p.cancelled_first.store(true, Ordering::SeqCst);
-                }
-                cancelled
-            })
+            .map(|(h, p)| cancel_noting(h, p))
             .collect();
         advancer.join().unwrap();
         for ((h, p), c) in handles.iter().zip(&probes).zip(results.iter().rev()) {
@@ -89,11 +101,7 @@ fn cancel_racing_a_manual_advance_on_another_thread_is_exactly_once() {
 #[test]
 fn cancel_racing_a_runtime_pass_on_a_multi_thread_runtime_is_exactly_once() {
     let _guard = common::guard();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_time()
-        .build()
-        .unwrap();
+    let rt = common::multi_rt();
     let timer = rt.block_on(async { Timer::builder().build().unwrap() });
     for round in 0..300 {
         let probes: Vec<Arc<Probe>> = (0..20).map(|_| Arc::default()).collect();
@@ -105,13 +113,7 @@ fn cancel_racing_a_runtime_pass_on_a_multi_thread_runtime_is_exactly_once() {
         let results: Vec<bool> = handles
             .iter()
             .zip(&probes)
-            .map(|(h, p)| {
-                let cancelled = h.cancel();
-                if cancelled {
-                    p.cancelled_first.store(true, Ordering::SeqCst);
-                }
-                cancelled
-            })
+            .map(|(h, p)| cancel_noting(h, p))
             .collect();
         // Let every pass finish.
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
@@ -148,15 +150,7 @@ fn shutdown_racing_an_advance_hands_back_or_runs_each_callback_once() {
                 })
             })
             .collect();
-        let barrier = Arc::new(Barrier::new(2));
-        let advancer = {
-            let (timer, barrier) = (timer.clone(), barrier.clone());
-            std::thread::spawn(move || {
-                barrier.wait();
-                timer.advance(Duration::from_millis(3));
-            })
-        };
-        barrier.wait();
+        let advancer = advance_alongside(&timer, Duration::from_millis(3));
         let unfired = timer.shutdown();
         let handed_back = unfired.callbacks.len();
         // Running a handed-back one counts it.

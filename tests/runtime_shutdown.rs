@@ -12,7 +12,9 @@ use tokio_test::{assert_pending, assert_ready, task};
 use wheel::{Instant, Timer};
 
 mod common;
-use common::{ms, multi_rt, panic_message, paused_rt, poll_once, real_rt, registered, secs};
+use common::{
+    ms, multi_rt, panic_message, panic_of, paused_rt, poll_once, real_rt, registered, secs,
+};
 
 // A timer whose runtime has shut down
 // ---------------------------------------------------------------------------
@@ -303,15 +305,6 @@ fn a_timeout_of_a_shut_down_runtime_does_not_time_out_on_another_clock() {
         })
     });
     assert!(message.contains("shut down"), "{message}");
-}
-
-/// The message `poll` panics with; a panic of its own, naming what `poll`
-/// returned, if it returns (a timeout that timed out early, say).
-fn panic_of<T: std::fmt::Debug>(poll: impl FnOnce() -> T) -> String {
-    match catch_unwind(AssertUnwindSafe(poll)) {
-        Err(panic) => panic_message(&*panic),
-        Ok(polled) => panic!("{polled:?}: no panic, so no shutdown said"),
-    }
 }
 
 /// A `wheel::timeout` of a paused runtime whose clock is an hour ahead of

@@ -250,16 +250,14 @@ fn a_test_runtimes_timer_shut_down_stays_its_default() {
         .auto_advance(true)
         .build(Builder::new_current_thread().enable_time())
         .unwrap();
-    let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+    let message = common::panic_of(|| {
         rt.block_on(async {
             Timer::current().shutdown();
             let timer = Timer::current();
             assert!(timer.is_manual() && timer.is_shut_down(), "{timer:?}");
             tokio_test::task::spawn(wheel::sleep(secs(3600))).poll()
         })
-    }));
-    let message = polled.map(|poll| format!("{poll:?}: no panic"));
-    let message = message.unwrap_or_else(|panic| common::panic_message(&*panic));
+    });
     assert!(message.contains("shut down"), "{message}");
 }
 

@@ -71,6 +71,16 @@ pub fn panic_message(payload: &(dyn Any + Send)) -> String {
     }
 }
 
+/// The message `run` panics with; a panic of its own, naming what `run`
+/// returned, if it returns (a timer that should have reported its shutdown
+/// and timed out or stayed pending instead, say).
+pub fn panic_of<T: std::fmt::Debug>(run: impl FnOnce() -> T) -> String {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
+        Err(panic) => panic_message(&*panic),
+        Ok(returned) => panic!("{returned:?}: no panic"),
+    }
+}
+
 /// A current-thread runtime with timers, on real time, [`guard`]ed.
 pub fn real_rt() -> Runtime {
     guarded(Builder::new_current_thread().enable_time().build().unwrap())
