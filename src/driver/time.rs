@@ -165,7 +165,7 @@ impl Source {
                 // Xeon VM. Even a pass asks: a task that holds another
                 // runtime's `EnterGuard` across an await leaves that
                 // runtime current while its own parks and fires the alarm.
-                if in_context(handle) {
+                if in_runtime(handle.id()) {
                     Instant::now()
                 } else {
                     let _its_clock = handle.enter();
@@ -197,9 +197,9 @@ impl Source {
     }
 }
 
-/// Whether this thread is inside `handle`'s runtime's context, where
-/// tokio's clock is that runtime's.
+/// Whether this thread is inside runtime `id`'s context, where tokio's
+/// clock is that runtime's.
 #[inline]
-fn in_context(handle: &tokio::runtime::Handle) -> bool {
-    tokio::runtime::Handle::try_current().is_ok_and(|here| here.id() == handle.id())
+pub(crate) fn in_runtime(id: tokio::runtime::Id) -> bool {
+    tokio::runtime::Handle::try_current().is_ok_and(|here| here.id() == id)
 }

@@ -13,7 +13,9 @@ use std::time::Duration;
 use tokio::runtime::Id;
 use tokio::time::Instant;
 
-use crate::driver::{registry, Deadline, Polled, Registrant, Registration, Reset, Shard, WakerId};
+use crate::driver::{
+    in_runtime, registry, Deadline, Polled, Registrant, Registration, Reset, Shard, WakerId,
+};
 use crate::error::{BuildError, Error};
 use crate::sync::Arc;
 use state::{Packed, State};
@@ -393,10 +395,7 @@ impl Sleep {
         debug_assert!(self.shard.is_none() && !self.state.is_registered());
         match shard {
             Some(shard) => self.shard = Some(shard),
-            None if tokio::runtime::Handle::try_current()
-                .is_ok_and(|here| here.id() == made_in)
-                && self.state.deadline().reached_by(Instant::now()) =>
-            {
+            None if in_runtime(made_in) && self.state.deadline().reached_by(Instant::now()) => {
                 self.state.set(State::Elapsed);
             }
             None => refused(Error::shut_down()),

@@ -314,7 +314,7 @@ impl TestRuntime {
     /// ```
     #[track_caller]
     pub fn advance(&self, duration: Duration) {
-        if Handle::try_current().is_ok_and(|current| current.id() == self.handle().id()) {
+        if crate::driver::in_runtime(self.handle().id()) {
             panic!(
                 "wheel: TestRuntime::advance was called inside its own runtime, where \
                  waiting for the runtime to be idle would wait for ever: \
