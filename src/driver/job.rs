@@ -24,6 +24,17 @@ pub(crate) enum Job {
     Call(Box<Callback>),
 }
 
+impl Job {
+    /// For a pass firing this entry: a sleep's waker, taken out (the entry
+    /// keeps [`no_waker`]); `None` for a callback.
+    pub(crate) fn take_waker(&mut self) -> Option<Waker> {
+        match self {
+            Job::Wake(waker) => Some(std::mem::replace(waker, no_waker())),
+            Job::Call(_) => None,
+        }
+    }
+}
+
 // A waker's size: see `Job::Wake`.
 const _: () = assert!(std::mem::size_of::<Job>() == 2 * std::mem::size_of::<usize>());
 

@@ -3,8 +3,9 @@
 //! what lets a `Sleep` polled again skip the lock.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::task::Waker;
 
-use super::job::{held_waker, no_waker, Batch, Fire, Job};
+use super::job::{held_waker, Batch, Fire, Job};
 use super::shard::{Inner, Shard};
 use super::{Deadline, NEVER};
 use crate::sync::{Arc, Ordering};
@@ -37,8 +38,8 @@ impl Shard {
             }
             let mut now = self.due_tick(&mut inner).max(come);
             self.publish(now);
-            while let Some(key) = inner.wheel.pop_expired(now) {
-                let Some(fire) = inner.fire_entry(key, &mut release) else {
+            while let Some((key, waker)) = inner.wheel.pop_expired_with(now, Job::take_waker) {
+                let Some(fire) = inner.fire_entry(key, waker, &mut release) else {
                     continue;
                 };
                 if batch.push(fire) {
@@ -152,24 +153,30 @@ pub(super) fn contain(f: impl FnOnce()) -> bool {
 }
 
 impl Inner {
-    /// What firing the entry `key` (just popped, due) takes out of the
-    /// wheel: a sleep's waker (the entry stays, the `Sleep`'s to free), or a
-    /// callback (its entry goes). A callback is left `PENDING`: claimed just
+    /// What firing the entry `key` (just popped, due, its sleep's `waker`
+    /// taken out with it) takes out of the wheel: that waker (the entry
+    /// stays, the `Sleep`'s to free), or a callback (its entry goes;
+    /// `waker` is `None`). A callback is left `PENDING`: claimed just
     /// before it runs, and counted fired then, since a cancel can still stop
     /// it. With the last callback goes the shard's hold on itself, into
     /// `release`, to drop once the lock is released. (Should a callback
     /// scheduled meanwhile make this happen twice in a pass, the first is
     /// dropped here: the pass's caller holds the shard, so that frees
     /// nothing.)
-    fn fire_entry(&mut self, key: Key, release: &mut Option<Arc<Shard>>) -> Option<Fire> {
-        match self.wheel.value_mut(key)? {
-            Job::Wake(waker) => {
+    fn fire_entry(
+        &mut self,
+        key: Key,
+        waker: Option<Waker>,
+        release: &mut Option<Arc<Shard>>,
+    ) -> Option<Fire> {
+        match waker {
+            Some(waker) => {
                 self.fired += 1;
-                held_waker(std::mem::replace(waker, no_waker())).map(Fire::Wake)
+                held_waker(waker).map(Fire::Wake)
             }
-            Job::Call(_) => {
+            None => {
                 let Some(Job::Call(callback)) = self.wheel.remove(key) else {
-                    unreachable!("matched above")
+                    unreachable!("only a callback's entry holds no waker")
                 };
                 if let Some(last) = self.callback_done() {
                     *release = Some(last);

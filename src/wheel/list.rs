@@ -80,11 +80,29 @@ impl List {
         }
     }
 
+    /// Links `other`, a list taken out whole, after this one's tail.
+    pub(super) fn append<T>(&mut self, other: List, entries: &mut Slots<Entry<T>>) {
+        if other.is_empty() {
+            return;
+        }
+        if self.tail == NIL {
+            *self = other;
+            return;
+        }
+        entries[self.tail as usize].next = other.head;
+        entries[other.head as usize].prev = self.tail;
+        self.tail = other.tail;
+    }
+
     /// Takes the head out, leaving it in no list ([`Place::Unlinked`], its
-    /// links cleared), and returns its index and generation: the entry is
-    /// looked up once for all of it (`pop_expired` looked it up again for
-    /// the rest, 15 instructions a fire, callgrind).
-    pub(super) fn pop_front<T>(&mut self, entries: &mut Slots<Entry<T>>) -> Option<(u32, u32)> {
+    /// links cleared), and returns its index, its generation and what `take`
+    /// made of its value: the entry is looked up once for all of it (a
+    /// second lookup for the rest cost a fire 15 instructions, callgrind).
+    pub(super) fn pop_front<T, R>(
+        &mut self,
+        entries: &mut Slots<Entry<T>>,
+        take: impl FnOnce(&mut T) -> R,
+    ) -> Option<(u32, u32, R)> {
         if self.head == NIL {
             return None;
         }
@@ -94,8 +112,9 @@ impl List {
         let next = std::mem::replace(&mut entry.next, NIL);
         entry.place = Place::Unlinked;
         let generation = entry.generation;
+        let taken = take(&mut entry.value);
         self.detach(entries, key, NIL, next);
-        Some((key, generation))
+        Some((key, generation, taken))
     }
 
     /// Renames the ends after entries moved in the slab (`Wheel::compact`).

@@ -352,17 +352,30 @@ impl<T> Wheel<T> {
     /// order, unlinking it (it stays in the slab, [`Place::Unlinked`]).
     /// When none is left, moves `elapsed` to `now` and returns `None`.
     pub fn pop_expired(&mut self, now: u64) -> Option<Key> {
+        self.pop_expired_with(now, |_| ()).map(|(key, ())| key)
+    }
+
+    /// [`pop_expired`](Wheel::pop_expired), also handing out what `take`
+    /// makes of the entry's value, from the same lookup (the driver takes a
+    /// sleep's waker out this way).
+    pub(crate) fn pop_expired_with<R>(
+        &mut self,
+        now: u64,
+        mut take: impl FnMut(&mut T) -> R,
+    ) -> Option<(Key, R)> {
         if !self.discarded.is_empty() {
             self.flush_discarded();
         }
         loop {
-            if let Some((index, generation)) = self.due.pop_front(&mut self.entries) {
+            if let Some((index, generation, taken)) =
+                self.due.pop_front(&mut self.entries, &mut take)
+            {
                 self.scheduled -= 1;
                 debug_assert!({
                     let deadline = self.entries[index as usize].deadline;
                     deadline <= self.elapsed && deadline <= now
                 });
-                return Some(Key { index, generation });
+                return Some((Key { index, generation }, taken));
             }
             match self.next_slot() {
                 Some((level, slot)) if slot_start(self.elapsed, level, slot, self.bits) <= now => {
@@ -411,6 +424,10 @@ impl<T> Wheel<T> {
         if lvl.clear_occupied(slot) {
             self.occupied_levels &= !(1 << level);
         }
+        if level == 0 {
+            self.make_due(list, start);
+            return;
+        }
         // The slot's list is detached whole, so each entry is simply linked
         // anew; its old links are read before `link` overwrites them.
         let mut at = list.head();
@@ -421,6 +438,30 @@ impl<T> Wheel<T> {
             // Still counted in `scheduled`; `link` counts it again.
             self.scheduled -= 1;
             self.link(index, deadline);
+        }
+    }
+
+    /// Moves the list of a level-0 slot starting at `start`, just taken out
+    /// and now `elapsed`, to the due list whole: its entries are due at that
+    /// very tick, so each only changes its place. The exception is one a
+    /// later reset left there (see [`reset`](Wheel::reset)): it is linked
+    /// again by its deadline. Saves a fire two slab lookups (the old tail's
+    /// and the entry's own, callgrind: 44 instructions a fire).
+    fn make_due(&mut self, list: List, start: u64) {
+        let mut at = list.head();
+        self.due.append(list, &mut self.entries);
+        while let Some(index) = at {
+            let entry = &mut self.entries[index as usize];
+            at = Some(entry.next).filter(|&next| next != NIL);
+            if entry.deadline <= start {
+                entry.place = Place::Due;
+            } else {
+                let (prev, next, deadline) = (entry.prev, entry.next, entry.deadline);
+                self.due.detach(&mut self.entries, index, prev, next);
+                // Still counted in `scheduled`; `link` counts it again.
+                self.scheduled -= 1;
+                self.link(index, deadline);
+            }
         }
     }
 
