@@ -80,20 +80,6 @@ impl List {
         }
     }
 
-    /// Links `other`, a list taken out whole, after this one's tail.
-    pub(super) fn append<T>(&mut self, other: List, entries: &mut Slots<Entry<T>>) {
-        if other.is_empty() {
-            return;
-        }
-        if self.tail == NIL {
-            *self = other;
-            return;
-        }
-        entries[self.tail as usize].next = other.head;
-        entries[other.head as usize].prev = self.tail;
-        self.tail = other.tail;
-    }
-
     /// Takes the head out, leaving it in no list ([`Place::Unlinked`], its
     /// links cleared), and returns its index, its generation and what `take`
     /// made of its value: the entry is looked up once for all of it (a

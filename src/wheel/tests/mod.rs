@@ -137,6 +137,31 @@ fn a_reset_later_stays_linked_early_and_moves_on_when_its_slot_comes() {
 }
 
 #[test]
+fn a_level_0_slot_becomes_due_whole_but_for_an_entry_reset_later() {
+    // Tick 30, in level 0: the middle entry of its slot's list was reset
+    // later and left there; the slot goes to the due list whole, less it.
+    let mut wheel: Wheel<u64> = Wheel::new(64);
+    let keys: Vec<Key> = (1..=3).map(|v| wheel.try_insert(30, v).unwrap()).collect();
+    assert_eq!(wheel.reset(keys[1], 40), Some(true));
+    assert_eq!(
+        wheel.entries[keys[1].index as usize].place,
+        Place::Level { level: 0, slot: 30 }
+    );
+    let a = wheel.pop_expired(30).expect("the first is due");
+    wheel.assert_invariants();
+    assert_eq!(wheel.entries[keys[2].index as usize].place, Place::Due);
+    assert_eq!(
+        wheel.entries[keys[1].index as usize].place,
+        Place::Level { level: 0, slot: 40 }
+    );
+    assert_eq!(a, keys[0]);
+    assert_eq!(wheel.pop_expired(30), Some(keys[2]));
+    assert_eq!(wheel.pop_expired(39), None);
+    wheel.assert_invariants();
+    assert_eq!(wheel.pop_expired(40), Some(keys[1]));
+}
+
+#[test]
 fn a_reset_earlier_relinks_at_once() {
     let mut wheel: Wheel<u64> = Wheel::new(64);
     let key = wheel.try_insert(5000, 7).unwrap();
