@@ -18,6 +18,11 @@ const N: usize = 1_000_000;
 /// The orders the sleeps are dropped in, one row pair each.
 const ORDERS: [&str; 3] = ["oldest first", "newest first", "shuffled"];
 
+/// Where each measurement's drops sit in a run's results: the orders', then
+/// the empty op's, then the registrations'.
+const EMPTY: usize = ORDERS.len();
+const REGISTRATIONS: usize = EMPTY + 1;
+
 /// One order's drops: their mean and the longest.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Drops {
@@ -30,7 +35,9 @@ const SLOW: Duration = Duration::from_micros(20);
 
 /// A million sleeps registered on one timer by one task (the `ct` group
 /// only: one shard), then dropped one by one, oldest first; then again,
-/// newest first; then again, shuffled. Each drop is timed: the mean
+/// newest first; then again, shuffled. Each registration (a sleep's first
+/// poll) is timed too, over the three bursts: issue 39 bounds a
+/// registration as it does a drop. Each drop is timed: the mean
 /// includes its two clock reads, on every column alike. Each sleep is
 /// dropped in its box, which is freed after the timing (freeing a million
 /// boxes makes `free` return heap to the system now and then, the same on
@@ -65,7 +72,23 @@ pub(crate) fn worst_drop(cfg: &Config) {
         group,
         "µs",
         &runs,
-        |r| r[ORDERS.len()].worst_us,
+        |r| r[EMPTY].worst_us,
+    )
+    .print();
+    Row::median(
+        format!("{name}, registering (first polls): mean"),
+        group,
+        "ns/op",
+        &runs,
+        |r| r[REGISTRATIONS].mean_ns,
+    )
+    .print();
+    Row::median(
+        format!("{name}, registering: worst single registration"),
+        group,
+        "µs",
+        &runs,
+        |r| r[REGISTRATIONS].worst_us,
     )
     .print();
     for (i, order) in ORDERS.into_iter().enumerate() {
@@ -88,14 +111,16 @@ pub(crate) fn worst_drop(cfg: &Config) {
     }
 }
 
-fn worst_run<T: Side>(cfg: &Config, group: Group, n: usize) -> [Drops; 4] {
+fn worst_run<T: Side>(cfg: &Config, group: Group, n: usize) -> [Drops; 5] {
     let (_, outs) = run_tasks::<T, _, _>(cfg, group, 0, |ctx| async move {
         let mut rng = Rng::new(0xd20b);
-        let warm = register::<T>(&ctx.timer, 4096, &mut rng).await;
+        let (warm, _) = register::<T>(&ctx.timer, 4096, &mut rng).await;
         drop(warm);
-        let mut out = [None; 4];
+        let mut out = [None; 5];
+        let mut registering = Vec::new();
         for (i, order) in ORDERS.into_iter().enumerate() {
-            let mut held = register::<T>(&ctx.timer, n, &mut rng).await;
+            let (mut held, polls) = register::<T>(&ctx.timer, n, &mut rng).await;
+            registering.push(polls);
             match order {
                 "newest first" => held.reverse(),
                 "shuffled" => shuffle(&mut held, &mut rng),
@@ -105,16 +130,20 @@ fn worst_run<T: Side>(cfg: &Config, group: Group, n: usize) -> [Drops; 4] {
             drop(held);
         }
         let mut nothing = vec![(); n];
-        out[ORDERS.len()] = Some(timed_each(&mut nothing, |unit| {
+        out[EMPTY] = Some(timed_each(&mut nothing, |unit| {
             std::hint::black_box(unit);
         }));
+        out[REGISTRATIONS] = Some(Drops {
+            mean_ns: registering.iter().map(|r| r.mean_ns).sum::<f64>() / registering.len() as f64,
+            worst_us: registering.iter().map(|r| r.worst_us).fold(0.0, f64::max),
+        });
         out.map(|drops| drops.expect("every loop ran"))
     });
     outs[0]
 }
 
 /// One measurement of `column` in a fresh process (see [`worst_drop`]).
-fn in_child(column: Column, n: usize) -> [Drops; 4] {
+fn in_child(column: Column, n: usize) -> [Drops; 5] {
     let stdout = crate::measure::child_stdout(&["worst_drop", column.name(), &n.to_string()]);
     let numbers: Vec<f64> = stdout
         .split_whitespace()
@@ -123,7 +152,7 @@ fn in_child(column: Column, n: usize) -> [Drops; 4] {
         .unwrap_or_default();
     assert_eq!(
         numbers.len(),
-        8,
+        10,
         "worst_drop child printed no drops: {stdout}"
     );
     std::array::from_fn(|i| Drops {
@@ -186,23 +215,24 @@ fn timed_each<X>(items: &mut [X], mut op: impl FnMut(&mut X)) -> Drops {
 }
 
 /// `n` sleeps spread over 10 s to 1 h, each in a box of its own that
-/// outlives it; all are made first, then each is polled once.
+/// outlives it; all are made first, then each is polled once (registered),
+/// each poll timed.
 async fn register<T: Side>(
     timer: &T::Timer,
     n: usize,
     rng: &mut Rng,
-) -> Vec<Pin<Box<Option<T::Sleep>>>> {
+) -> (Vec<Pin<Box<Option<T::Sleep>>>>, Drops) {
     let mut sleeps: Vec<Pin<Box<Option<T::Sleep>>>> = (0..n)
         .map(|_| Box::pin(Some(T::sleep(timer, spread(rng)))))
         .collect();
-    with_context(|cx| {
-        for sleep in &mut sleeps {
+    let polls = with_context(|cx| {
+        timed_each(&mut sleeps, |sleep| {
             let polled = sleep.as_mut().as_pin_mut().expect("a sleep").poll(cx);
             assert!(polled.is_pending());
-        }
+        })
     })
     .await;
-    sleeps
+    (sleeps, polls)
 }
 
 /// This thread's involuntary context switches so far (0 where `/proc`
