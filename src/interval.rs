@@ -20,9 +20,12 @@ const MISSED_THRESHOLD: Duration = Duration::from_millis(5);
 
 /// How late, past its own tick, a timer may fire what is due by design: its
 /// alarm waits on tokio's timer, which rounds up to tokio's millisecond
-/// grid, and a timer's grid may lie off tokio's (where tokio's driver does
-/// not show where its grid lies: see `driver/grid.rs`).
-const ALARM_LATENESS: Duration = Duration::from_millis(1);
+/// grid (a tick that does not nest in tokio's milliseconds, or a timer's
+/// grid off tokio's where tokio's driver does not show where its grid
+/// lies: see `driver/grid.rs`), and a paused clock off that grid
+/// auto-advances by whole milliseconds, landing up to another one past the
+/// alarm: under 2 ms in all.
+const ALARM_LATENESS: Duration = Duration::from_millis(2);
 
 /// tokio's timer resolution: a timer whose tick is no coarser completes a
 /// reset into the past when tokio's would (see `Interval::reset_from`).
@@ -97,9 +100,10 @@ pub fn interval_at(start: Instant, period: Duration) -> Interval {
 ///
 /// A tick counts as missed when it is taken more than 5 ms after it was due
 /// (tokio's threshold), or more than one tick of the interval's timer plus
-/// 1 ms if that is longer: a coarse-tick timer is up to a tick late by
+/// 2 ms if that is longer: a coarse-tick timer is up to a tick late by
 /// design, and the alarm it waits on (tokio's timer) up to a millisecond
-/// more, and that is not a miss.
+/// more (two on a paused clock off tokio's millisecond grid), and that is
+/// not a miss.
 ///
 /// Suppose ticks are due every 100 ms from 0, and the tick due at 100 ms is
 /// only taken at 350 ms:
