@@ -31,6 +31,15 @@ const ALARM_LATENESS: Duration = Duration::from_millis(2);
 /// reset into the past when tokio's would (see `Interval::reset_from`).
 const TOKIO_TICK: Duration = Duration::from_millis(1);
 
+/// Whether a tick due at `deadline` is due at once, the clock reading
+/// `now`, on a timer whose tick is `tick`: passed, on a timer coarser than
+/// tokio's millisecond, where a sleep until it would wait for the end of
+/// the tick it rounds up to, most of a tick away (see
+/// `Interval::reset_from`, `Timer::interval_at`).
+pub(crate) fn passed_on_a_coarse_timer(deadline: Instant, now: Instant, tick: Duration) -> bool {
+    deadline <= now && tick > TOKIO_TICK
+}
+
 /// An [`Interval`] on the current runtime's default timer whose first tick
 /// completes at once and then every `period`.
 ///
@@ -334,7 +343,7 @@ impl Interval {
     /// next millisecond, if the clock stands between two), on a running one
     /// within a tick.
     fn reset_from(&mut self, deadline: Instant, now: Instant) {
-        if deadline <= now && self.delay.tick() > TOKIO_TICK {
+        if passed_on_a_coarse_timer(deadline, now, self.delay.tick()) {
             self.delay.reset_passed(deadline);
         } else {
             Pin::new(&mut self.delay).reset(deadline);

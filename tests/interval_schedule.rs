@@ -225,6 +225,29 @@ async fn the_first_tick_is_at_once_even_between_a_coarse_timers_ticks() {
     assert_ready_eq!(poll_tick(&mut every), start);
 }
 
+/// Between two of tokio's milliseconds on a paused clock (where a clock
+/// moved by a fraction of one stays: auto-advance moves it by whole ones),
+/// a coarse timer's `interval` made its first tick a sleep until now, due
+/// at the end of the tick that rounds up to: at 20.06 ms for one made at
+/// 10.06 ms on a 10 ms tick, where tokio's ticks by 11 ms. It ticks at
+/// once, as a reset into the past does on such a timer; a start still
+/// ahead is not early.
+#[tokio::test(start_paused = true)]
+async fn the_first_tick_is_at_once_on_a_coarse_timer_between_tokios_milliseconds() {
+    let _guard = common::guard();
+    let timer = wheel::Timer::builder().tick(ms(10)).build().unwrap();
+    time::advance(Duration::from_micros(10_060)).await;
+    let now = timer.now();
+    let just_before = now - Duration::from_micros(10);
+    let mut every = task::spawn(timer.interval(ms(100)));
+    let mut from_before = task::spawn(timer.interval_at(just_before, ms(100)));
+    assert_ready_eq!(poll_tick(&mut every), now);
+    assert_ready_eq!(poll_tick(&mut from_before), just_before);
+    let ahead = now + Duration::from_micros(1);
+    let mut ahead = task::spawn(timer.interval_at(ahead, ms(100)));
+    assert_pending!(poll_tick(&mut ahead));
+}
+
 /// Found by review: on a coarse timer a reset to a passed deadline waited
 /// for the end of the tick it rounds up to, so `reset_immediately` was not
 /// immediate (93 ms late here), though `Interval::reset_immediately`
