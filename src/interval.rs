@@ -20,13 +20,25 @@ const MISSED_THRESHOLD: Duration = Duration::from_millis(5);
 
 /// How late, past its own tick, a timer may fire what is due by design: its
 /// alarm waits on tokio's timer, which rounds up to tokio's millisecond
-/// grid, and a timer's grid may lie off tokio's (where tokio's driver does
-/// not show where its grid lies: see `driver/grid.rs`).
-const ALARM_LATENESS: Duration = Duration::from_millis(1);
+/// grid (a tick that does not nest in tokio's milliseconds, or a timer's
+/// grid off tokio's where tokio's driver does not show where its grid
+/// lies: see `driver/grid.rs`), and a paused clock off that grid
+/// auto-advances by whole milliseconds, landing up to another one past the
+/// alarm: under 2 ms in all.
+const ALARM_LATENESS: Duration = Duration::from_millis(2);
 
 /// tokio's timer resolution: a timer whose tick is no coarser completes a
 /// reset into the past when tokio's would (see `Interval::reset_from`).
 const TOKIO_TICK: Duration = Duration::from_millis(1);
+
+/// Whether a tick due at `deadline` is due at once, the clock reading
+/// `now`, on a timer whose tick is `tick`: passed, on a timer coarser than
+/// tokio's millisecond, where a sleep until it would wait for the end of
+/// the tick it rounds up to, most of a tick away (see
+/// `Interval::reset_from`, `Timer::interval_at`).
+pub(crate) fn passed_on_a_coarse_timer(deadline: Instant, now: Instant, tick: Duration) -> bool {
+    deadline <= now && tick > TOKIO_TICK
+}
 
 /// An [`Interval`] on the current runtime's default timer whose first tick
 /// completes at once and then every `period`.
@@ -97,9 +109,10 @@ pub fn interval_at(start: Instant, period: Duration) -> Interval {
 ///
 /// A tick counts as missed when it is taken more than 5 ms after it was due
 /// (tokio's threshold), or more than one tick of the interval's timer plus
-/// 1 ms if that is longer: a coarse-tick timer is up to a tick late by
+/// 2 ms if that is longer: a coarse-tick timer is up to a tick late by
 /// design, and the alarm it waits on (tokio's timer) up to a millisecond
-/// more, and that is not a miss.
+/// more (two on a paused clock off tokio's millisecond grid), and that is
+/// not a miss.
 ///
 /// Suppose ticks are due every 100 ms from 0, and the tick due at 100 ms is
 /// only taken at 350 ms:
@@ -330,7 +343,7 @@ impl Interval {
     /// next millisecond, if the clock stands between two), on a running one
     /// within a tick.
     fn reset_from(&mut self, deadline: Instant, now: Instant) {
-        if deadline <= now && self.delay.tick() > TOKIO_TICK {
+        if passed_on_a_coarse_timer(deadline, now, self.delay.tick()) {
             self.delay.reset_passed(deadline);
         } else {
             Pin::new(&mut self.delay).reset(deadline);

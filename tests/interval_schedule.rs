@@ -177,6 +177,30 @@ async fn delay_does_not_drift_on_a_coarse_tick_off_tokios_millisecond_grid() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn delay_does_not_drift_on_a_tick_that_does_not_nest_in_tokios_milliseconds() {
+    let _guard = common::guard();
+    // A 4.5 ms tick ends every other tick mid-millisecond: its alarm, a
+    // tokio timer, rounds that up half a millisecond more; and the paused
+    // clock, 0.9 ms off tokio's grid, auto-advances by whole milliseconds,
+    // so it lands 0.9 ms past the alarm. The tick due at 9 ms + 1 ns is
+    // taken at 14.9 ms: 5.9 ms late by design, more than the tick plus a
+    // millisecond (5.5 ms), which `Delay` took for a miss (the next tick
+    // came at 24.9 ms, not 19 ms + 1 ns).
+    let t0 = Instant::now();
+    time::advance(Duration::from_micros(900)).await;
+    let timer = wheel::Timer::builder()
+        .tick(Duration::from_micros(4_500))
+        .build()
+        .unwrap();
+    let start = t0 + ms(9) + Duration::from_nanos(1);
+    let mut every = timer.interval_at(start, ms(10));
+    every.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    for k in 0..6u32 {
+        assert_eq!(every.tick().await, start + ms(10) * k, "tick {k}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
 async fn the_first_tick_is_at_once_even_between_a_coarse_timers_ticks() {
     let _guard = common::guard();
     let timer = wheel::Timer::builder().tick(ms(10)).build().unwrap();
@@ -199,6 +223,29 @@ async fn the_first_tick_is_at_once_even_between_a_coarse_timers_ticks() {
     time::advance(Duration::from_micros(940)).await;
     assert_ready_eq!(tokios.poll(), start);
     assert_ready_eq!(poll_tick(&mut every), start);
+}
+
+/// Between two of tokio's milliseconds on a paused clock (where a clock
+/// moved by a fraction of one stays: auto-advance moves it by whole ones),
+/// a coarse timer's `interval` made its first tick a sleep until now, due
+/// at the end of the tick that rounds up to: at 20.06 ms for one made at
+/// 10.06 ms on a 10 ms tick, where tokio's ticks by 11 ms. It ticks at
+/// once, as a reset into the past does on such a timer; a start still
+/// ahead is not early.
+#[tokio::test(start_paused = true)]
+async fn the_first_tick_is_at_once_on_a_coarse_timer_between_tokios_milliseconds() {
+    let _guard = common::guard();
+    let timer = wheel::Timer::builder().tick(ms(10)).build().unwrap();
+    time::advance(Duration::from_micros(10_060)).await;
+    let now = timer.now();
+    let just_before = now - Duration::from_micros(10);
+    let mut every = task::spawn(timer.interval(ms(100)));
+    let mut from_before = task::spawn(timer.interval_at(just_before, ms(100)));
+    assert_ready_eq!(poll_tick(&mut every), now);
+    assert_ready_eq!(poll_tick(&mut from_before), just_before);
+    let ahead = now + Duration::from_micros(1);
+    let mut ahead = task::spawn(timer.interval_at(ahead, ms(100)));
+    assert_pending!(poll_tick(&mut ahead));
 }
 
 /// Found by review: on a coarse timer a reset to a passed deadline waited

@@ -201,7 +201,8 @@ impl Timer {
     }
 
     /// An [`Interval`] on this timer whose first tick is due now: at once, as
-    /// tokio's is (on a paused clock, once tokio has processed the clock).
+    /// tokio's is (on a paused clock, once tokio has processed the clock; on
+    /// a timer whose tick is over a millisecond, at once there too).
     ///
     /// # Panics
     ///
@@ -245,9 +246,11 @@ impl Timer {
     pub fn interval_at(&self, start: Instant, period: Duration) -> Interval {
         // A start already passed is due at once, as tokio's first tick is
         // (on a paused clock once tokio has processed it), not at the end of
-        // the tick it rounds up to.
+        // the tick it rounds up to; on a coarse timer, at once whenever the
+        // clock has reached it, as a reset into the past ticks there.
         let home = self.driver.home();
-        let first = if home.come(start) {
+        let passed = crate::interval::passed_on_a_coarse_timer(start, home.now(), self.tick());
+        let first = if passed || home.come(start) {
             Sleep::elapsed_at(Some(home.clone()), start)
         } else {
             self.sleep_until(start)
