@@ -1,9 +1,11 @@
-//! Sleeps that cross threads and runtimes: dropped by a thread-local's
-//! destructor on another thread.
+//! Sleeps and timeouts that cross threads and runtimes: dropped by a
+//! thread-local's destructor on another thread, or made in a runtime whose
+//! default timer was shut down by hand.
 
 mod common;
 
 use std::cell::RefCell;
+use std::time::Duration;
 
 use common::{paused_rt, secs};
 use tokio_test::{assert_pending, task};
@@ -50,5 +52,24 @@ fn a_sleep_dropped_by_a_thread_locals_destructor_after_tokios_does_not_abort() {
         let start = tokio::time::Instant::now();
         wheel::sleep(secs(1)).await;
         assert_eq!(start.elapsed(), secs(1));
+    });
+}
+
+/// A timeout made after the runtime's default timer was shut down by hand
+/// waits on the timer that replaces it, as a sleep made then does; it
+/// panicked "shut down" at its first wait: the thread's cache still named
+/// the runtime, so no lookup replaced the timer.
+#[test]
+fn a_timeout_made_after_the_default_timer_is_shut_down_by_hand_times_out() {
+    let _guard = common::guard();
+    paused_rt().block_on(async {
+        // The thread's cache now holds this runtime's default timer.
+        wheel::sleep(Duration::from_millis(1)).await;
+        wheel::Timer::current().shutdown();
+        let start = tokio::time::Instant::now();
+        let out = wheel::timeout(secs(1), std::future::pending::<()>()).await;
+        assert!(out.is_err(), "{out:?}");
+        assert_eq!(start.elapsed(), secs(1));
+        assert!(!wheel::Timer::current().is_shut_down(), "not replaced");
     });
 }
