@@ -29,6 +29,8 @@ mod bounded_work;
 mod callback_races;
 #[path = "callbacks.rs"]
 mod callbacks;
+#[path = "crossing_threads.rs"]
+mod crossing_threads;
 #[path = "delay_queue.rs"]
 mod delay_queue;
 #[path = "delay_queue_model.rs"]

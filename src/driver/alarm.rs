@@ -258,8 +258,10 @@ impl TokioAlarm {
             // it (tokio counts every registered timer). Elsewhere it is
             // kept: it fires into a pass that finds nothing, where a new one
             // would clone the runtime's handle at the next arming, a count
-            // every worker writes.
-            if self.time.is_pausable() && !self.sleep.is_elapsed() {
+            // every worker writes. It is kept too where tokio's context is
+            // gone (a `Sleep` dropped by a thread-local's destructor), as
+            // `Handle::enter` panics there.
+            if self.time.is_pausable() && !self.sleep.is_elapsed() && can_enter() {
                 if let Some(handle) = self.time.handle() {
                     let _its_clock = handle.enter();
                     self.sleep = Box::pin(tokio::time::sleep_until(Instant::now()));
@@ -278,6 +280,12 @@ impl TokioAlarm {
         }
         polled
     }
+}
+
+/// Whether this thread can enter a runtime: not once tokio's thread-local
+/// context has been destroyed, where `Handle::enter` panics.
+fn can_enter() -> bool {
+    !matches!(tokio::runtime::Handle::try_current(), Err(e) if e.is_thread_local_destroyed())
 }
 
 /// Marks this thread as arming a shard's alarm until dropped: see

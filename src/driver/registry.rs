@@ -82,14 +82,16 @@ pub(crate) fn default_binding() -> Result<(Arc<Shard>, Instant), BuildError> {
 }
 
 /// The current runtime, whose default timer a `Timeout` made now belongs
-/// to, its timer now in this thread's cache; the shard waits for the first
+/// to, its timer now in this thread's cache (replaced there, as by every
+/// lookup, if it has been shut down by hand); the shard waits for the first
 /// wait ([`shard_of`]), so that a timeout whose future is ready at once
-/// touches no count of the timer's.
+/// holds no count of the timer's.
 #[inline]
 pub(crate) fn default_runtime() -> Result<Id, BuildError> {
     let handle = Handle::try_current().map_err(|_| BuildError::no_runtime())?;
     let id = handle.id();
-    if with_cache(|cached| (cached.runtime == id).then_some(())).is_none() {
+    let alive = |cached: &Cached| cached.runtime == id && cached.shard().is_some();
+    if with_cache(|cached| alive(cached).then_some(())).is_none() {
         refill(handle, id)?;
     }
     Ok(id)
