@@ -23,6 +23,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use tokio::runtime::{Handle, Id};
@@ -41,6 +42,15 @@ fn registry() -> MutexGuard<'static, Option<HashMap<Id, Timer>>> {
     REGISTRY.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// How many default timers have shut down ([`forget`]), ever. A `Timeout`
+/// takes its runtime's default timer from this thread's cache without
+/// touching it ([`default_runtime`]); a cache filled before the latest
+/// shutdown is looked up again first, since its timer may be the one that
+/// shut down, to be replaced. A plain load, where asking the cached timer
+/// whether it has shut down takes a count of it at every timeout. A std
+/// atomic even under `cfg(loom)`, as [`REGISTRY`].
+static SHUTDOWNS: AtomicUsize = AtomicUsize::new(0);
+
 /// A thread's view of the last runtime whose default timer it used.
 struct Cached {
     runtime: Id,
@@ -49,6 +59,8 @@ struct Cached {
     shard: Weak<Shard>,
     /// Whether that timer runs on a test clock (a `TestRuntime`'s).
     manual: bool,
+    /// [`SHUTDOWNS`] when this was filled, read before the lookup.
+    shutdowns: usize,
 }
 
 thread_local! {
@@ -82,16 +94,19 @@ pub(crate) fn default_binding() -> Result<(Arc<Shard>, Instant), BuildError> {
 }
 
 /// The current runtime, whose default timer a `Timeout` made now belongs
-/// to, its timer now in this thread's cache (replaced there, as by every
-/// lookup, if it has been shut down by hand); the shard waits for the first
+/// to, its timer now in this thread's cache (looked up again if any default
+/// timer has shut down since the cache was filled, so that one shut down by
+/// hand is replaced, as by every lookup); the shard waits for the first
 /// wait ([`shard_of`]), so that a timeout whose future is ready at once
-/// holds no count of the timer's.
+/// touches no count of the timer's.
 #[inline]
 pub(crate) fn default_runtime() -> Result<Id, BuildError> {
     let handle = Handle::try_current().map_err(|_| BuildError::no_runtime())?;
     let id = handle.id();
-    let alive = |cached: &Cached| cached.runtime == id && cached.shard().is_some();
-    if with_cache(|cached| alive(cached).then_some(())).is_none() {
+    let current = |cached: &Cached| {
+        cached.runtime == id && cached.shutdowns == SHUTDOWNS.load(Ordering::Acquire)
+    };
+    if with_cache(|cached| current(cached).then_some(())).is_none() {
         refill(handle, id)?;
     }
     Ok(id)
@@ -148,6 +163,9 @@ pub(crate) fn current() -> Result<Timer, BuildError> {
 /// Runtime `id`'s default timer from the registry (or a new one), and this
 /// thread's shard of it, now in the cache.
 fn refill(handle: Handle, id: Id) -> Result<(Timer, Arc<Shard>), BuildError> {
+    // Read first: a shutdown during the lookup leaves the cache one behind,
+    // so it is looked up again.
+    let shutdowns = SHUTDOWNS.load(Ordering::Acquire);
     let timer = registered(handle, id)?;
     let shard = timer.driver().home().clone();
     let _ = CACHE.try_with(|cache| {
@@ -156,6 +174,7 @@ fn refill(handle: Handle, id: Id) -> Result<(Timer, Arc<Shard>), BuildError> {
             driver: Arc::downgrade(timer.driver_arc()),
             shard: Arc::downgrade(&shard),
             manual: timer.is_manual(),
+            shutdowns,
         });
     });
     Ok((timer, shard))
@@ -229,7 +248,8 @@ pub(crate) fn uninstall(id: Id, timer: &Timer) {
     forget(id, timer.driver());
 }
 
-/// Unregisters `driver` as the default timer of runtime `id`.
+/// Unregisters `driver` as the default timer of runtime `id`, which has
+/// shut down, and counts the shutdown in [`SHUTDOWNS`].
 pub(super) fn forget(id: Id, driver: &Driver) {
     let removed = {
         let mut registry = registry();
@@ -239,6 +259,7 @@ pub(super) fn forget(id: Id, driver: &Driver) {
             _ => None,
         }
     };
+    SHUTDOWNS.fetch_add(1, Ordering::Release);
     // Dropped outside the registry lock.
     drop(removed);
 }
