@@ -226,6 +226,11 @@ impl Builder {
     /// first polled, or reset, once the clock is at its deadline completes
     /// at once.)
     ///
+    /// Dropping its last `Timer` (a [`TimerHandle`](crate::TimerHandle)
+    /// holds one) shuts it down, as [`Timer::shutdown`] does: nothing could
+    /// advance it any more, so a sleep still pending on it reports the
+    /// shutdown rather than wait for ever, and its callbacks are dropped.
+    ///
     /// Use it to test code that takes a `Timer` (inject one), on any runtime
     /// flavor or none: tokio's paused clock works only on a current-thread
     /// runtime, and it jumps ahead on its own whenever the runtime is idle

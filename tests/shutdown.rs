@@ -458,3 +458,41 @@ fn shutdown_hands_back_callbacks_of_one_deadline_in_scheduling_order() {
     }
     assert_eq!(*order.lock().unwrap(), [0, 1, 2, 3]);
 }
+
+/// Nothing can advance a manual timer once its last `Timer` is gone: a
+/// sleep still pending on it could never complete. Dropping the timer shuts
+/// it down, so its pending sleeps are woken and report it rather than hang.
+#[test]
+fn dropping_a_manual_timer_shuts_it_down_so_its_pending_sleeps_do_not_hang() {
+    let _guard = common::guard();
+    let timer = manual();
+    let mut pending = task::spawn(timer.sleep(Duration::from_secs(1)));
+    let mut fired = task::spawn(timer.sleep(Duration::from_millis(1)));
+    assert_pending!(pending.poll());
+    assert_pending!(fired.poll());
+    timer.advance(Duration::from_millis(1));
+    drop(timer);
+    assert!(pending.is_woken(), "a pending sleep hangs silently");
+    let checked = pending.enter(|cx, mut sleep| sleep.as_mut().poll_checked(cx));
+    assert!(
+        matches!(checked, std::task::Poll::Ready(Err(ref e)) if e.is_shutdown()),
+        "{checked:?}"
+    );
+    assert_ready!(fired.poll(), "fired before the drop");
+}
+
+/// A callback that owns a sleep of its own manual timer (a connection with
+/// its idle timeout, closed by the callback) is freed with the timer: the
+/// sleep's hold on its shard, which holds the callback, is no cycle.
+#[test]
+fn a_manual_timer_dropped_with_a_callback_owning_one_of_its_sleeps_frees_both() {
+    let _guard = common::guard();
+    let held = Arc::new(());
+    let timer = manual();
+    let mut sleep = task::spawn(timer.sleep(Duration::from_secs(5)));
+    assert_pending!(sleep.poll());
+    let in_callback = held.clone();
+    timer.schedule(Duration::from_secs(1), move || drop((sleep, in_callback)));
+    drop(timer);
+    assert_eq!(Arc::strong_count(&held), 1, "the callback was kept");
+}

@@ -75,6 +75,8 @@ mod runtimes;
 mod shutdown;
 #[path = "sleep.rs"]
 mod sleep;
+#[path = "stats_model.rs"]
+mod stats_model;
 #[path = "stress.rs"]
 mod stress;
 #[path = "test_clock.rs"]

@@ -24,7 +24,8 @@
 //!   callbacks pending it holds an `Arc` of itself (`keep_alive`), so a
 //!   callback with no handle left still runs.
 //! - The `Driver` owns every shard. A `Sleep` that outlives every handle of
-//!   its timer keeps its shard alive, and the shard keeps firing.
+//!   its timer keeps its shard alive, and the shard keeps firing; a manual
+//!   timer's, which nothing can advance then, shuts down with the `Driver`.
 //!
 //! # Promises and alarms
 //!
@@ -317,5 +318,17 @@ impl Driver {
             registry::forget(id, self);
         }
         leftovers
+    }
+}
+
+impl Drop for Driver {
+    /// Nothing advances a manual timer once its last handle is gone, so it
+    /// shuts down: a `Sleep` still holding one of its shards is woken and
+    /// reports it rather than wait for ever, and the callbacks go now (one
+    /// owning such a sleep would otherwise keep its shard, and itself).
+    fn drop(&mut self) {
+        if self.is_manual() {
+            drop(self.shut_down());
+        }
     }
 }
