@@ -201,8 +201,10 @@ impl Timer {
     }
 
     /// An [`Interval`] on this timer whose first tick is due now: at once, as
-    /// tokio's is (on a paused clock, once tokio has processed the clock; on
-    /// a timer whose tick is over a millisecond, at once there too).
+    /// tokio's is.
+    ///
+    /// On a paused clock, at once once tokio has processed the clock; on a
+    /// timer whose tick is over a millisecond, at once there too.
     ///
     /// # Panics
     ///
