@@ -261,6 +261,28 @@ fn a_test_runtimes_timer_shut_down_stays_its_default() {
     assert!(message.contains("shut down"), "{message}");
 }
 
+/// A timeout made after its test runtime's timer was shut down by hand
+/// counts its deadline on the test clock, which that timer answers by: an
+/// hour ahead of tokio's clock, a 60 s timeout reports the shutdown, where
+/// one counted on tokio's clock was already due there, and timed out at once.
+#[test]
+fn a_timeout_made_after_a_test_runtimes_timer_shut_down_counts_on_the_test_clock() {
+    let _guard = common::guard();
+    let rt = TestClock::new()
+        .auto_advance(false)
+        .build(Builder::new_current_thread().enable_time())
+        .unwrap();
+    rt.advance(secs(3600));
+    let message = common::panic_of(|| {
+        rt.block_on(async {
+            Timer::current().shutdown();
+            let timeout = wheel::timeout(secs(60), std::future::pending::<()>());
+            tokio_test::task::spawn(timeout).poll()
+        })
+    });
+    assert!(message.contains("shut down"), "{message}");
+}
+
 /// A timer the test builds inside a test runtime (`Timer::builder()`) runs
 /// on tokio's clock, real time there, as the docs say: an advance of the
 /// test clock moves `Timer::current()`'s time and not the built timer's.

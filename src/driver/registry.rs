@@ -19,7 +19,9 @@
 //! timer, weakly (a shut-down runtime's timer is not kept alive), keyed by
 //! that runtime's id, so a lookup for the same runtime touches the registry's
 //! lock and map not at all, and the shard's own count, which only this
-//! thread's timers touch, once.
+//! thread's timers touch, once. A cache holds until any default timer shuts
+//! down ([`SHUTDOWNS`], read with a plain load): the one cached may be it,
+//! to be replaced, so every thread asks the registry once more.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -73,7 +75,7 @@ thread_local! {
 pub(crate) fn default_shard() -> Result<Arc<Shard>, BuildError> {
     let handle = Handle::try_current().map_err(|_| BuildError::no_runtime())?;
     let id = handle.id();
-    match with_cache(|cached| (cached.runtime == id).then(|| cached.shard()).flatten()) {
+    match with_cache(|cached| cached.names(id).then(|| cached.shard()).flatten()) {
         Some(shard) => Ok(shard),
         None => refill(handle, id).map(|(_, shard)| shard),
     }
@@ -103,10 +105,7 @@ pub(crate) fn default_binding() -> Result<(Arc<Shard>, Instant), BuildError> {
 pub(crate) fn default_runtime() -> Result<Id, BuildError> {
     let handle = Handle::try_current().map_err(|_| BuildError::no_runtime())?;
     let id = handle.id();
-    let current = |cached: &Cached| {
-        cached.runtime == id && cached.shutdowns == SHUTDOWNS.load(Ordering::Acquire)
-    };
-    if with_cache(|cached| current(cached).then_some(())).is_none() {
+    if with_cache(|cached| cached.names(id).then_some(())).is_none() {
         refill(handle, id)?;
     }
     Ok(id)
@@ -117,8 +116,7 @@ pub(crate) fn default_runtime() -> Result<Id, BuildError> {
 /// `TestRuntime`'s), else tokio's, inside that runtime.
 #[inline]
 pub(crate) fn now_on(id: Id) -> Instant {
-    let manual =
-        with_cache(|cached| (cached.runtime == id && cached.manual).then(|| cached.shard()));
+    let manual = with_cache(|cached| (cached.names(id) && cached.manual).then(|| cached.shard()));
     match manual.flatten() {
         Some(shard) => shard.now(),
         None => Instant::now(),
@@ -132,7 +130,7 @@ pub(crate) fn now_on(id: Id) -> Instant {
 /// its own clock.
 #[inline]
 pub(crate) fn shard_of(id: Id) -> Option<Arc<Shard>> {
-    with_cache(|cached| (cached.runtime == id).then(|| cached.shard()).flatten()).or_else(|| {
+    with_cache(|cached| cached.names(id).then(|| cached.shard()).flatten()).or_else(|| {
         let timer = registry().as_ref()?.get(&id)?.clone();
         is_default(&timer).then(|| timer.driver().home().clone())
     })
@@ -150,10 +148,7 @@ fn is_default(timer: &Timer) -> bool {
 pub(crate) fn current() -> Result<Timer, BuildError> {
     let handle = Handle::try_current().map_err(|_| BuildError::no_runtime())?;
     let id = handle.id();
-    let cached = with_cache(|cached| {
-        let alive = cached.runtime == id && cached.shard().is_some();
-        alive.then(|| cached.driver.upgrade()).flatten()
-    });
+    let cached = with_cache(|cached| cached.names(id).then(|| cached.driver.upgrade()).flatten());
     match cached {
         Some(driver) => Ok(Timer::from_driver(driver)),
         None => refill(handle, id).map(|(timer, _)| timer),
@@ -191,11 +186,20 @@ fn with_cache<R>(read: impl FnOnce(&Cached) -> Option<R>) -> Option<R> {
 }
 
 impl Cached {
-    /// The cached shard, if it is alive and running: its own count is the
-    /// only shared state this touches.
+    /// Whether this names runtime `id`'s default timer as it is now: filled
+    /// after the latest default timer's shutdown ([`SHUTDOWNS`]). A timer
+    /// that shut down since may have been replaced ([`is_default`]), so the
+    /// registry is asked again.
+    #[inline]
+    fn names(&self, id: Id) -> bool {
+        self.runtime == id && self.shutdowns == SHUTDOWNS.load(Ordering::Acquire)
+    }
+
+    /// The cached shard, if it is alive: its own count is the only shared
+    /// state this touches.
     #[inline]
     fn shard(&self) -> Option<Arc<Shard>> {
-        self.shard.upgrade().filter(|shard| !shard.is_shut_down())
+        self.shard.upgrade()
     }
 }
 
