@@ -1,17 +1,55 @@
-//! Sleeps and timeouts that cross threads and runtimes: dropped by a
-//! thread-local's destructor on another thread, or made in a runtime whose
-//! default timer was shut down by hand.
+//! Sleeps and timeouts that cross threads and runtimes: dropped, polled or
+//! reset by a thread-local's destructor on another thread, or made in a
+//! runtime whose default timer was shut down by hand.
 
 mod common;
 
 use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Waker};
 use std::time::Duration;
 
-use common::{paused_rt, secs};
+use common::{ms, paused_rt, secs};
 use tokio_test::{assert_pending, task};
 
 thread_local! {
     static KEPT: RefCell<Option<wheel::Sleep>> = const { RefCell::new(None) };
+    static AT_EXIT: RefCell<Option<AtExit>> = const { RefCell::new(None) };
+}
+
+/// Runs its closure when dropped: by `AT_EXIT`'s destructor.
+struct AtExit(Option<Box<dyn FnOnce()>>);
+
+impl Drop for AtExit {
+    fn drop(&mut self) {
+        if let Some(run) = self.0.take() {
+            run();
+        }
+    }
+}
+
+/// What `run` returns, run by a thread-local's destructor on a new thread
+/// after tokio's own thread-local context is destroyed there (destructors
+/// run in reverse order: tokio's, first used after `AT_EXIT`, goes first).
+/// A panic there aborts the process: call it in a child process.
+fn in_a_thread_locals_destructor_after_tokios<T: Send + 'static>(
+    run: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let run = move || {
+            let gone =
+                tokio::runtime::Handle::try_current().is_err_and(|e| e.is_thread_local_destroyed());
+            assert!(gone, "tokio's context is still there");
+            sender.send(run()).unwrap();
+        };
+        AT_EXIT.with(|at_exit| *at_exit.borrow_mut() = Some(AtExit(Some(Box::new(run)))));
+        assert!(tokio::runtime::Handle::try_current().is_err());
+    })
+    .join()
+    .unwrap();
+    receiver.recv().unwrap()
 }
 
 /// A pending sleep of a paused runtime, the last its shard has, dropped by a
@@ -71,5 +109,55 @@ fn a_timeout_made_after_the_default_timer_is_shut_down_by_hand_times_out() {
         assert!(out.is_err(), "{out:?}");
         assert_eq!(start.elapsed(), secs(1));
         assert!(!wheel::Timer::current().is_shut_down(), "not replaced");
+    });
+}
+
+/// Sleeps, an interval and a timeout of a current-thread runtime, each the
+/// new earliest of its shard, first polled or reset by a thread-local's
+/// destructor after tokio's context is gone there (a `tokio::time::Sleep`
+/// can be: it reads no clock). Registering one read the runtime's clock,
+/// which entered the runtime: `Handle::enter` panicked in the destructor,
+/// and the process aborted. Back in the runtime, each completes on time.
+#[test]
+fn sleeps_first_polled_or_reset_by_a_thread_locals_destructor_after_tokios_do_not_abort() {
+    let _guard = common::guard();
+    const CHILD: &str = "WHEEL_TLS_POLL_CHILD";
+    if std::env::var_os(CHILD).is_none() {
+        let out = common::rerun_alone(&[(CHILD, "1")], &[]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "child failed: {stderr}");
+        return;
+    }
+    let rt = paused_rt();
+    let (start, made) = rt.block_on(async {
+        let mut reset = wheel::sleep(secs(3600));
+        assert_pending!(task::spawn(&mut reset).poll());
+        let mut interval = wheel::interval(secs(2));
+        interval.tick().await;
+        let timeout = Box::pin(wheel::timeout(ms(500), std::future::pending::<()>()));
+        let made = (reset, interval, wheel::sleep(secs(1)), timeout);
+        (tokio::time::Instant::now(), made)
+    });
+    let (reset, mut interval, sleep, timeout) =
+        in_a_thread_locals_destructor_after_tokios(move || {
+            let (mut reset, mut interval, mut sleep, mut timeout) = made;
+            let mut cx = Context::from_waker(Waker::noop());
+            // Each pulls its shard's promise in: 3 s, 2 s, 1 s, 500 ms.
+            Pin::new(&mut reset).reset(start + secs(3));
+            assert!(Pin::new(&mut reset).poll(&mut cx).is_pending());
+            assert!(interval.poll_tick(&mut cx).is_pending());
+            assert!(Pin::new(&mut sleep).poll(&mut cx).is_pending());
+            assert!(timeout.as_mut().poll(&mut cx).is_pending());
+            (reset, interval, sleep, timeout)
+        });
+    rt.block_on(async move {
+        assert!(timeout.await.is_err());
+        assert_eq!(start.elapsed(), ms(500));
+        sleep.await;
+        assert_eq!(start.elapsed(), secs(1));
+        interval.tick().await;
+        assert_eq!(start.elapsed(), secs(2));
+        reset.await;
+        assert_eq!(start.elapsed(), secs(3));
     });
 }

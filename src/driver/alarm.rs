@@ -23,7 +23,7 @@ use std::task::{Context, Poll, Wake, Waker};
 
 use tokio::time::Instant;
 
-use super::time::Time;
+use super::time::{can_enter, Time};
 #[cfg(all(feature = "precise", target_os = "linux"))]
 use super::timerfd::Timerfd;
 use super::{Shard, NEVER};
@@ -280,12 +280,6 @@ impl TokioAlarm {
         }
         polled
     }
-}
-
-/// Whether this thread can enter a runtime: not once tokio's thread-local
-/// context has been destroyed, where `Handle::enter` panics.
-fn can_enter() -> bool {
-    !matches!(tokio::runtime::Handle::try_current(), Err(e) if e.is_thread_local_destroyed())
 }
 
 /// Marks this thread as arming a shard's alarm until dropped: see
