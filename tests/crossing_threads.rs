@@ -10,46 +10,11 @@ use std::pin::Pin;
 use std::task::{Context, Waker};
 use std::time::Duration;
 
-use common::{ms, paused_rt, secs};
+use common::{in_a_thread_locals_destructor_after_tokios, ms, paused_rt, secs};
 use tokio_test::{assert_pending, task};
 
 thread_local! {
     static KEPT: RefCell<Option<wheel::Sleep>> = const { RefCell::new(None) };
-    static AT_EXIT: RefCell<Option<AtExit>> = const { RefCell::new(None) };
-}
-
-/// Runs its closure when dropped: by `AT_EXIT`'s destructor.
-struct AtExit(Option<Box<dyn FnOnce()>>);
-
-impl Drop for AtExit {
-    fn drop(&mut self) {
-        if let Some(run) = self.0.take() {
-            run();
-        }
-    }
-}
-
-/// What `run` returns, run by a thread-local's destructor on a new thread
-/// after tokio's own thread-local context is destroyed there (destructors
-/// run in reverse order: tokio's, first used after `AT_EXIT`, goes first).
-/// A panic there aborts the process: call it in a child process.
-fn in_a_thread_locals_destructor_after_tokios<T: Send + 'static>(
-    run: impl FnOnce() -> T + Send + 'static,
-) -> T {
-    let (sender, receiver) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let run = move || {
-            let gone =
-                tokio::runtime::Handle::try_current().is_err_and(|e| e.is_thread_local_destroyed());
-            assert!(gone, "tokio's context is still there");
-            sender.send(run()).unwrap();
-        };
-        AT_EXIT.with(|at_exit| *at_exit.borrow_mut() = Some(AtExit(Some(Box::new(run)))));
-        assert!(tokio::runtime::Handle::try_current().is_err());
-    })
-    .join()
-    .unwrap();
-    receiver.recv().unwrap()
 }
 
 /// A pending sleep of a paused runtime, the last its shard has, dropped by a

@@ -160,7 +160,18 @@ impl Alarm {
             Alarm::Tokio(alarm) => alarm.arm(tick),
             #[cfg(all(feature = "precise", target_os = "linux"))]
             Alarm::Precise(precise) => {
-                let (time, now) = (&precise.time, precise.time.now());
+                let time = &precise.time;
+                // Where the clock cannot be read (in a thread-local's
+                // destructor), the fd, armed from a reading, is disarmed:
+                // the clock is then a pausable runtime's, whose tokio
+                // alarm, kept beside the fd, calls.
+                let Some(now) = time.try_now() else {
+                    precise.fd.disarm();
+                    return match &mut precise.tokio {
+                        Some(alarm) => alarm.arm(tick),
+                        None => Poll::Pending,
+                    };
+                };
                 let fd = precise.fd.arm(
                     spaced(tick, time.clock().now_tick(now), last_pass, precise.spacing),
                     time.clock(),
@@ -183,10 +194,10 @@ impl Alarm {
                 // reached the tick; otherwise the tokio alarm, armed for
                 // it above, calls.
                 let fd = fd.is_ready()
-                    && (!time.is_pausable() || {
-                        let again = time.now();
-                        again != now && time.clock().now_tick(again) >= tick
-                    });
+                    && (!time.is_pausable()
+                        || time.try_now().is_some_and(|again| {
+                            again != now && time.clock().now_tick(again) >= tick
+                        }));
                 if fd || tokio.is_ready() {
                     Poll::Ready(())
                 } else {

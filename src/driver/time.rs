@@ -56,6 +56,13 @@ impl Time {
         })
     }
 
+    /// [`now`](Time::now), or `None` where the clock cannot be read
+    /// ([`Source::try_now`]).
+    #[cfg(all(feature = "precise", target_os = "linux"))]
+    pub(crate) fn try_now(&self) -> Option<Instant> {
+        self.source.try_now()
+    }
+
     /// [`read`](Time::read), or `None` where the clock cannot be read
     /// ([`Source::try_now`]).
     pub(crate) fn try_read(&self) -> Option<Reading> {
