@@ -126,3 +126,37 @@ fn sleeps_first_polled_or_reset_by_a_thread_locals_destructor_after_tokios_do_no
         assert_eq!(start.elapsed(), secs(3));
     });
 }
+
+/// A `DelayQueue` made by `new` on a current-thread runtime, first polled
+/// by a thread-local's destructor after tokio's context is gone there:
+/// its wait, a tokio timer made inside the queue's runtime, entered it,
+/// which panicked in the destructor, and the process aborted. Back in the
+/// runtime, the entry comes out on time.
+#[test]
+fn a_delay_queue_first_polled_by_a_thread_locals_destructor_after_tokios_does_not_abort() {
+    let _guard = common::guard();
+    const CHILD: &str = "WHEEL_TLS_QUEUE_CHILD";
+    if std::env::var_os(CHILD).is_none() {
+        let out = common::rerun_alone(&[(CHILD, "1")], &[]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "child failed: {stderr}");
+        return;
+    }
+    let rt = paused_rt();
+    let (start, queue) = rt.block_on(async {
+        let mut queue = wheel::DelayQueue::new();
+        queue.insert("due", secs(1));
+        (tokio::time::Instant::now(), queue)
+    });
+    let mut queue = in_a_thread_locals_destructor_after_tokios(move || {
+        let mut queue = queue;
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(queue.poll_expired(&mut cx).is_pending());
+        queue
+    });
+    rt.block_on(async move {
+        let expired = std::future::poll_fn(|cx| queue.poll_expired(cx)).await;
+        assert_eq!(expired.map(|expired| expired.into_inner()), Some("due"));
+        assert_eq!(start.elapsed(), secs(1));
+    });
+}

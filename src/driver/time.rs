@@ -239,6 +239,6 @@ pub(crate) fn in_runtime(id: tokio::runtime::Id) -> bool {
 /// Whether this thread can enter a runtime: not once tokio's thread-local
 /// context has been destroyed (in a thread-local's destructor), where
 /// `Handle::enter` panics.
-pub(super) fn can_enter() -> bool {
+pub(crate) fn can_enter() -> bool {
     !matches!(tokio::runtime::Handle::try_current(), Err(e) if e.is_thread_local_destroyed())
 }
