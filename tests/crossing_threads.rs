@@ -1,13 +1,16 @@
-//! Sleeps and timeouts that cross threads and runtimes: dropped by a
-//! thread-local's destructor on another thread, or made in a runtime whose
-//! default timer was shut down by hand.
+//! Sleeps and timeouts that cross threads and runtimes: dropped, polled or
+//! reset by a thread-local's destructor on another thread, or made in a
+//! runtime whose default timer was shut down by hand.
 
 mod common;
 
 use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Waker};
 use std::time::Duration;
 
-use common::{paused_rt, secs};
+use common::{in_a_thread_locals_destructor_after_tokios, ms, paused_rt, secs};
 use tokio_test::{assert_pending, task};
 
 thread_local! {
@@ -71,5 +74,89 @@ fn a_timeout_made_after_the_default_timer_is_shut_down_by_hand_times_out() {
         assert!(out.is_err(), "{out:?}");
         assert_eq!(start.elapsed(), secs(1));
         assert!(!wheel::Timer::current().is_shut_down(), "not replaced");
+    });
+}
+
+/// Sleeps, an interval and a timeout of a current-thread runtime, each the
+/// new earliest of its shard, first polled or reset by a thread-local's
+/// destructor after tokio's context is gone there (a `tokio::time::Sleep`
+/// can be: it reads no clock). Registering one read the runtime's clock,
+/// which entered the runtime: `Handle::enter` panicked in the destructor,
+/// and the process aborted. Back in the runtime, each completes on time.
+#[test]
+fn sleeps_first_polled_or_reset_by_a_thread_locals_destructor_after_tokios_do_not_abort() {
+    let _guard = common::guard();
+    const CHILD: &str = "WHEEL_TLS_POLL_CHILD";
+    if std::env::var_os(CHILD).is_none() {
+        let out = common::rerun_alone(&[(CHILD, "1")], &[]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "child failed: {stderr}");
+        return;
+    }
+    let rt = paused_rt();
+    let (start, made) = rt.block_on(async {
+        let mut reset = wheel::sleep(secs(3600));
+        assert_pending!(task::spawn(&mut reset).poll());
+        let mut interval = wheel::interval(secs(2));
+        interval.tick().await;
+        let timeout = Box::pin(wheel::timeout(ms(500), std::future::pending::<()>()));
+        let made = (reset, interval, wheel::sleep(secs(1)), timeout);
+        (tokio::time::Instant::now(), made)
+    });
+    let (reset, mut interval, sleep, timeout) =
+        in_a_thread_locals_destructor_after_tokios(move || {
+            let (mut reset, mut interval, mut sleep, mut timeout) = made;
+            let mut cx = Context::from_waker(Waker::noop());
+            // Each pulls its shard's promise in: 3 s, 2 s, 1 s, 500 ms.
+            Pin::new(&mut reset).reset(start + secs(3));
+            assert!(Pin::new(&mut reset).poll(&mut cx).is_pending());
+            assert!(interval.poll_tick(&mut cx).is_pending());
+            assert!(Pin::new(&mut sleep).poll(&mut cx).is_pending());
+            assert!(timeout.as_mut().poll(&mut cx).is_pending());
+            (reset, interval, sleep, timeout)
+        });
+    rt.block_on(async move {
+        assert!(timeout.await.is_err());
+        assert_eq!(start.elapsed(), ms(500));
+        sleep.await;
+        assert_eq!(start.elapsed(), secs(1));
+        interval.tick().await;
+        assert_eq!(start.elapsed(), secs(2));
+        reset.await;
+        assert_eq!(start.elapsed(), secs(3));
+    });
+}
+
+/// A `DelayQueue` made by `new` on a current-thread runtime, first polled
+/// by a thread-local's destructor after tokio's context is gone there:
+/// its wait, a tokio timer made inside the queue's runtime, entered it,
+/// which panicked in the destructor, and the process aborted. Back in the
+/// runtime, the entry comes out on time.
+#[test]
+fn a_delay_queue_first_polled_by_a_thread_locals_destructor_after_tokios_does_not_abort() {
+    let _guard = common::guard();
+    const CHILD: &str = "WHEEL_TLS_QUEUE_CHILD";
+    if std::env::var_os(CHILD).is_none() {
+        let out = common::rerun_alone(&[(CHILD, "1")], &[]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "child failed: {stderr}");
+        return;
+    }
+    let rt = paused_rt();
+    let (start, queue) = rt.block_on(async {
+        let mut queue = wheel::DelayQueue::new();
+        queue.insert("due", secs(1));
+        (tokio::time::Instant::now(), queue)
+    });
+    let mut queue = in_a_thread_locals_destructor_after_tokios(move || {
+        let mut queue = queue;
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(queue.poll_expired(&mut cx).is_pending());
+        queue
+    });
+    rt.block_on(async move {
+        let expired = std::future::poll_fn(|cx| queue.poll_expired(cx)).await;
+        assert_eq!(expired.map(|expired| expired.into_inner()), Some("due"));
+        assert_eq!(start.elapsed(), secs(1));
     });
 }

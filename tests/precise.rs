@@ -5,6 +5,8 @@
 #![cfg(target_os = "linux")]
 
 use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Waker};
 use std::time::Duration;
 
 use tokio::runtime::Runtime;
@@ -12,7 +14,7 @@ use tokio_test::{assert_pending, assert_ready, task};
 use wheel::{Instant, Timer};
 
 mod common;
-use common::{ms, paused_rt, splitmix, within};
+use common::{in_a_thread_locals_destructor_after_tokios, ms, paused_rt, splitmix, within};
 
 fn precise(tick: Duration) -> Timer {
     Timer::builder().tick(tick).precise().build().unwrap()
@@ -163,6 +165,43 @@ fn a_clock_paused_mid_run_still_drives_a_precise_timer() {
         tokio::time::advance(ms(1)).await;
         assert!(sleep.is_woken());
         assert_ready!(sleep.poll());
+    });
+}
+
+/// A precise timer's sleeps on a paused clock, dropped (the last of its
+/// shard) and first polled by a thread-local's destructor after tokio's
+/// own thread-local context is gone there. Arming the alarm (to disarm it,
+/// or for the new sleep) read the clock, which entered the runtime: that
+/// panicked in the destructor, and the process aborted. Run in a child
+/// process, which the abort would end. Back in the runtime, the sleep
+/// polled there completes on time.
+#[test]
+fn a_precise_timers_sleeps_dropped_and_polled_by_a_thread_locals_destructor_do_not_abort() {
+    let _guard = common::guard();
+    const CHILD: &str = "WHEEL_PRECISE_TLS_CHILD";
+    if std::env::var_os(CHILD).is_none() {
+        let out = common::rerun_alone(&[(CHILD, "1")], &[]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "child failed: {stderr}");
+        return;
+    }
+    let rt = paused_rt_all();
+    let (start, last, sleep) = rt.block_on(async {
+        let timer = precise(Duration::from_micros(50));
+        let mut last = task::spawn(timer.sleep(Duration::from_secs(3600)));
+        assert_pending!(last.poll());
+        (Instant::now(), last.into_inner(), timer.sleep(ms(10)))
+    });
+    let sleep = in_a_thread_locals_destructor_after_tokios(move || {
+        drop(last);
+        let mut sleep = sleep;
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(Pin::new(&mut sleep).poll(&mut cx).is_pending());
+        sleep
+    });
+    rt.block_on(async move {
+        sleep.await;
+        assert_eq!(start.elapsed(), ms(10));
     });
 }
 

@@ -27,6 +27,7 @@ use std::task::{Context, Poll};
 use tokio::runtime::Handle;
 use tokio::time::Instant;
 
+use crate::driver::can_enter;
 use crate::error::Error;
 use crate::{Sleep, Timer};
 
@@ -40,16 +41,17 @@ pub(super) enum Wait {
 
 impl Wait {
     /// A wait until `at`: on `runtime`'s tokio timer if given, else on
-    /// `timer`.
+    /// `timer`. Also on `timer` where the runtime cannot be entered (in a
+    /// thread-local's destructor: `Handle::enter` panics there).
     pub(super) fn new(timer: &Timer, runtime: Option<&Handle>, at: Instant) -> Wait {
         match runtime {
-            Some(handle) => {
+            Some(handle) if can_enter() => {
                 // A tokio sleep takes the timer of the runtime current
                 // where it is made: the queue's, whatever runtime polls it.
                 let _its_timer = handle.enter();
                 Wait::Runtime(Box::pin(tokio::time::sleep_until(at)))
             }
-            None => Wait::Timer(timer.sleep_until(at)),
+            _ => Wait::Timer(timer.sleep_until(at)),
         }
     }
 

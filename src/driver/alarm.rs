@@ -23,7 +23,7 @@ use std::task::{Context, Poll, Wake, Waker};
 
 use tokio::time::Instant;
 
-use super::time::Time;
+use super::time::{can_enter, Time};
 #[cfg(all(feature = "precise", target_os = "linux"))]
 use super::timerfd::Timerfd;
 use super::{Shard, NEVER};
@@ -160,7 +160,18 @@ impl Alarm {
             Alarm::Tokio(alarm) => alarm.arm(tick),
             #[cfg(all(feature = "precise", target_os = "linux"))]
             Alarm::Precise(precise) => {
-                let (time, now) = (&precise.time, precise.time.now());
+                let time = &precise.time;
+                // Where the clock cannot be read (in a thread-local's
+                // destructor), the fd, armed from a reading, is disarmed:
+                // the clock is then a pausable runtime's, whose tokio
+                // alarm, kept beside the fd, calls.
+                let Some(now) = time.try_now() else {
+                    precise.fd.disarm();
+                    return match &mut precise.tokio {
+                        Some(alarm) => alarm.arm(tick),
+                        None => Poll::Pending,
+                    };
+                };
                 let fd = precise.fd.arm(
                     spaced(tick, time.clock().now_tick(now), last_pass, precise.spacing),
                     time.clock(),
@@ -183,10 +194,10 @@ impl Alarm {
                 // reached the tick; otherwise the tokio alarm, armed for
                 // it above, calls.
                 let fd = fd.is_ready()
-                    && (!time.is_pausable() || {
-                        let again = time.now();
-                        again != now && time.clock().now_tick(again) >= tick
-                    });
+                    && (!time.is_pausable()
+                        || time.try_now().is_some_and(|again| {
+                            again != now && time.clock().now_tick(again) >= tick
+                        }));
                 if fd || tokio.is_ready() {
                     Poll::Ready(())
                 } else {
@@ -280,12 +291,6 @@ impl TokioAlarm {
         }
         polled
     }
-}
-
-/// Whether this thread can enter a runtime: not once tokio's thread-local
-/// context has been destroyed, where `Handle::enter` panics.
-fn can_enter() -> bool {
-    !matches!(tokio::runtime::Handle::try_current(), Err(e) if e.is_thread_local_destroyed())
 }
 
 /// Marks this thread as arming a shard's alarm until dropped: see

@@ -134,7 +134,7 @@ use manual::ManualClock;
 pub(crate) use sentinel::Sentinel;
 pub(crate) use shard::{Polled, Registrant, Registration, Reset, Shard};
 pub(crate) use shutdown::Leftovers;
-pub(crate) use time::in_runtime;
+pub(crate) use time::{can_enter, in_runtime};
 use time::{Source, Time};
 
 use crate::sync::Arc;

@@ -222,9 +222,14 @@ impl Shard {
 
     /// Whether `tick` is due, for a registration that pulls the promise in
     /// (the wheel may lag behind it): its end has come
-    /// ([`Time::come`]).
+    /// ([`Time::come`]). Where the clock cannot be read
+    /// ([`Time::try_read`]: in a thread-local's destructor), it has not:
+    /// the alarm, armed for it, says when.
     fn has_come(&self, tick: u64, inner: &mut Inner) -> bool {
-        let reading = self.read(inner);
+        let Some(reading) = self.time.try_read() else {
+            return false;
+        };
+        inner.clock_still = reading.still;
         let end = self.time.clock().instant_at(tick);
         end.is_some_and(|end| self.time.come(end, reading, self.is_shut_down()))
     }

@@ -50,9 +50,25 @@ impl Time {
     }
 
     pub(crate) fn read(&self) -> Reading {
-        let now = self.source.now();
-        let still = self.source.is_pausable() && self.source.now() == now;
-        Reading { now, still }
+        self.try_read().unwrap_or_else(|| Reading {
+            now: self.now(),
+            still: false,
+        })
+    }
+
+    /// [`now`](Time::now), or `None` where the clock cannot be read
+    /// ([`Source::try_now`]).
+    #[cfg(all(feature = "precise", target_os = "linux"))]
+    pub(crate) fn try_now(&self) -> Option<Instant> {
+        self.source.try_now()
+    }
+
+    /// [`read`](Time::read), or `None` where the clock cannot be read
+    /// ([`Source::try_now`]).
+    pub(crate) fn try_read(&self) -> Option<Reading> {
+        let now = self.source.try_now()?;
+        let still = self.source.is_pausable() && self.source.try_now() == Some(now);
+        Some(Reading { now, still })
     }
 
     /// The last tick due by `reading`: what a pass fires up to. On a still
@@ -150,7 +166,21 @@ impl Source {
         Source::Runtime { handle, pausable }
     }
 
+    /// The time: [`try_now`](Source::try_now)'s, or where that cannot read
+    /// the runtime's clock, tokio's own answer there, as
+    /// `tokio::time::Instant::now()` gives it to tokio's own types: the
+    /// real clock, which is the runtime's unless `test-util` has paused a
+    /// clock, and then tokio panics.
     pub(crate) fn now(&self) -> Instant {
+        self.try_now().unwrap_or_else(Instant::now)
+    }
+
+    /// The time, or `None` where a current-thread runtime's clock cannot
+    /// be read: on a thread whose tokio context has been destroyed (in a
+    /// thread-local's destructor), where only entering the runtime would
+    /// read it, and `Handle::enter` panics (so would the destructor, and
+    /// the process abort).
+    pub(crate) fn try_now(&self) -> Option<Instant> {
         match self {
             Source::Runtime {
                 handle,
@@ -166,16 +196,18 @@ impl Source {
                 // runtime's `EnterGuard` across an await leaves that
                 // runtime current while its own parks and fires the alarm.
                 if in_runtime(handle.id()) {
-                    Instant::now()
-                } else {
+                    Some(Instant::now())
+                } else if can_enter() {
                     let _its_clock = handle.enter();
-                    Instant::now()
+                    Some(Instant::now())
+                } else {
+                    None
                 }
             }
             Source::Runtime {
                 pausable: false, ..
-            } => Instant::from_std(std::time::Instant::now()),
-            Source::Manual(clock) => clock.now(),
+            } => Some(Instant::from_std(std::time::Instant::now())),
+            Source::Manual(clock) => Some(clock.now()),
         }
     }
 
@@ -202,4 +234,11 @@ impl Source {
 #[inline]
 pub(crate) fn in_runtime(id: tokio::runtime::Id) -> bool {
     tokio::runtime::Handle::try_current().is_ok_and(|here| here.id() == id)
+}
+
+/// Whether this thread can enter a runtime: not once tokio's thread-local
+/// context has been destroyed (in a thread-local's destructor), where
+/// `Handle::enter` panics.
+pub(crate) fn can_enter() -> bool {
+    !matches!(tokio::runtime::Handle::try_current(), Err(e) if e.is_thread_local_destroyed())
 }

@@ -179,7 +179,7 @@ impl Timerfd {
         self.armed_at != NEVER
     }
 
-    fn disarm(&mut self) {
+    pub(crate) fn disarm(&mut self) {
         if self.armed_at != NEVER {
             let _ = self.set(Timespec {
                 tv_sec: 0,

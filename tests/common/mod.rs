@@ -303,3 +303,41 @@ fn guarded(rt: Runtime) -> Runtime {
     });
     rt
 }
+
+thread_local! {
+    static AT_EXIT: std::cell::RefCell<Option<AtExit>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs its closure when dropped: by `AT_EXIT`'s destructor.
+struct AtExit(Option<Box<dyn FnOnce()>>);
+
+impl Drop for AtExit {
+    fn drop(&mut self) {
+        if let Some(run) = self.0.take() {
+            run();
+        }
+    }
+}
+
+/// What `run` returns, run by a thread-local's destructor on a new thread
+/// after tokio's own thread-local context is destroyed there (destructors
+/// run in reverse order: tokio's, first used after `AT_EXIT`, goes first).
+/// A panic there aborts the process: call it in a child process.
+pub fn in_a_thread_locals_destructor_after_tokios<T: Send + 'static>(
+    run: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let run = move || {
+            let gone =
+                tokio::runtime::Handle::try_current().is_err_and(|e| e.is_thread_local_destroyed());
+            assert!(gone, "tokio's context is still there");
+            sender.send(run()).unwrap();
+        };
+        AT_EXIT.with(|at_exit| *at_exit.borrow_mut() = Some(AtExit(Some(Box::new(run)))));
+        assert!(tokio::runtime::Handle::try_current().is_err());
+    })
+    .join()
+    .unwrap();
+    receiver.recv().unwrap()
+}
