@@ -39,6 +39,10 @@ mod delay_queue_model;
 mod differences;
 #[path = "docs.rs"]
 mod docs;
+#[path = "drop_in_parity.rs"]
+mod drop_in_parity;
+#[path = "drop_in_programs.rs"]
+mod drop_in_programs;
 #[path = "explicit_timers.rs"]
 mod explicit_timers;
 #[path = "features.rs"]
