@@ -1,6 +1,7 @@
 //! Random programs run on the wheel and on tokio, on one paused clock,
 //! their results compared exactly: tokio-util's
-//! `DelayQueue` (every operation of the API; entries that come out in one
+//! `DelayQueue` (every operation of the API, `peek` checked against what
+//! comes out next and the drain through `Stream`; entries that come out in one
 //! drain compared as sets, as within one instant the two order
 //! differently; tokio-util's deadlines are rounded up to its millisecond,
 //! the wheel's are as given), tokio's `Sleep` polled and reset by hand,
@@ -32,6 +33,7 @@ enum QOp {
     Clear,
     Compact,
     ShrinkToFit,
+    Reserve(usize),
     Advance(u64),
     Drain,
 }
@@ -67,6 +69,7 @@ fn qop() -> impl Strategy<Value = QOp> {
         1 => Just(QOp::Clear),
         1 => Just(QOp::Compact),
         1 => Just(QOp::ShrinkToFit),
+        1 => (0usize..3000).prop_map(QOp::Reserve),
         4 => micros().prop_map(QOp::Advance),
         3 => Just(QOp::Drain),
     ]
@@ -88,8 +91,14 @@ type Theirs = task::Spawn<tokio_util::time::DelayQueue<u32>>;
 fn drain(ours: &mut Ours, theirs: &mut Theirs, ctx: &str) -> Vec<u32> {
     let mut a = Vec::new();
     let end_a = loop {
-        match ours.enter(|cx, mut q| q.poll_expired(cx)) {
-            Poll::Ready(Some(e)) => a.push((e.deadline(), *e.get_ref())),
+        // `peek` names what comes out next, as tokio-util promises; the
+        // `Stream` impl yields what `poll_expired` would.
+        let peeked = ours.peek();
+        match ours.poll_next() {
+            Poll::Ready(Some(e)) => {
+                assert_eq!(Some(e.key()), peeked, "peek at {ctx}");
+                a.push((e.deadline(), *e.get_ref()))
+            }
             other => break other.map(|_| ()),
         }
     };
@@ -129,11 +138,12 @@ fn drain_theirs(q: &mut Theirs) -> Vec<u32> {
     out
 }
 
-fn run_queue_program(ops: &[QOp]) {
+fn run_queue_program(capacity: usize, ops: &[QOp]) {
     let rt = paused_rt();
     rt.block_on(tokio::task::unconstrained(async move {
-        let mut ours: Ours = task::spawn(DelayQueue::new());
-        let mut theirs: Theirs = task::spawn(tokio_util::time::DelayQueue::new());
+        let mut ours: Ours = task::spawn(DelayQueue::with_capacity(capacity));
+        let mut theirs: Theirs = task::spawn(tokio_util::time::DelayQueue::with_capacity(capacity));
+        assert!(ours.capacity() >= capacity);
         // (id, our key, their key)
         let mut live: Vec<(u32, Key, tokio_util::time::delay_queue::Key)> = Vec::new();
         let mut gone: Vec<Key> = Vec::new();
@@ -200,10 +210,16 @@ fn run_queue_program(ops: &[QOp]) {
                 QOp::Compact => {
                     ours.compact();
                     theirs.compact();
+                    assert_eq!(ours.capacity(), ours.len(), "{ctx}");
                 }
                 QOp::ShrinkToFit => {
                     ours.shrink_to_fit();
                     theirs.shrink_to_fit();
+                }
+                QOp::Reserve(n) => {
+                    ours.reserve(n);
+                    theirs.reserve(n);
+                    assert!(ours.capacity() >= ours.len() + n, "{ctx}");
                 }
                 QOp::Advance(us) => time::advance(Duration::from_micros(us)).await,
                 QOp::Drain => {
@@ -271,9 +287,12 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 1024, ..ProptestConfig::default() })]
 
     #[test]
-    fn delay_queue_programs_match_tokio_util(ops in prop::collection::vec(qop(), 1..60)) {
+    fn delay_queue_programs_match_tokio_util(
+        capacity in prop_oneof![Just(0usize), 0usize..2000],
+        ops in prop::collection::vec(qop(), 1..60),
+    ) {
         let _guard = common::guard();
-        run_queue_program(&ops);
+        run_queue_program(capacity, &ops);
     }
 }
 

@@ -33,6 +33,8 @@ mod callbacks;
 mod crossing_threads;
 #[path = "delay_queue.rs"]
 mod delay_queue;
+#[path = "delay_queue_edges.rs"]
+mod delay_queue_edges;
 #[path = "delay_queue_model.rs"]
 mod delay_queue_model;
 #[path = "differences.rs"]

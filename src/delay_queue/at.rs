@@ -63,6 +63,11 @@ impl Far {
     pub(super) fn clear(&mut self) {
         *self = Far::default();
     }
+
+    /// Gives back the room of far deadlines gone (`shrink_to_fit`, `compact`).
+    pub(super) fn shrink_to_fit(&mut self) {
+        self.0.shrink_to_fit();
+    }
 }
 
 /// The `Instant` an `i64` other than [`FAR`] stands for.
@@ -110,5 +115,28 @@ mod tests {
         far.keep(key(5), now);
         far.forget(key(5));
         assert!(far.0.is_empty());
+    }
+
+    /// `shrink_to_fit` and `compact` give back the room far deadlines took
+    /// once they are gone, as they do the slab's.
+    #[test]
+    fn shrink_to_fit_and_compact_give_back_the_room_of_far_deadlines() {
+        let timer = crate::Timer::builder().manual().build().unwrap();
+        let far = timer.now() + Duration::from_secs(86_400 * 365 * 1000);
+        for compact in [false, true] {
+            let mut queue = super::super::DelayQueue::with_timer(timer.clone());
+            let keys: Vec<_> = (0..1000).map(|i| queue.insert_at(i, far)).collect();
+            let kept = queue.insert_at(1000, far);
+            for key in &keys {
+                queue.remove(key);
+            }
+            if compact {
+                queue.compact();
+            } else {
+                queue.shrink_to_fit();
+            }
+            assert!(queue.far.0.capacity() < 100, "compact: {compact}");
+            assert_eq!(queue.deadline(&kept), far);
+        }
     }
 }

@@ -54,12 +54,14 @@ impl Bound {
             None => (floor(now, grid.now_tick(now)), timer.tick()),
             // Made by `new` on a runtime whose clock runs: it counts tokio's
             // own milliseconds (the default timer's grid is tokio's), from
-            // the last one begun by its creation, so a deadline is rounded
-            // up once, not again by tokio: up to a millisecond less late
-            // than tokio-util's queue, never early.
-            Some(start) if runtime.is_some() && !time.read().still => {
-                let tick = grid.tokio_ms_floor(grid.now_tick(start));
-                (floor(start, tick), Duration::from_millis(1))
+            // the last one begun by now, so a deadline is rounded up once,
+            // not again by tokio: up to a millisecond less late than
+            // tokio-util's queue, never early. From now, not its creation:
+            // made before the timer's grid begins (outside the runtime, or
+            // before it), it would count from its creation, off that grid.
+            Some(_) if runtime.is_some() && !time.read().still => {
+                let tick = grid.tokio_ms_floor(grid.now_tick(now));
+                (floor(now, tick), Duration::from_millis(1))
             }
             // On a paused clock (or a test clock), whole milliseconds from
             // its creation, as tokio-util's: entries come out at its

@@ -109,6 +109,7 @@ impl<T> DelayQueue<T> {
     /// ```
     pub fn shrink_to_fit(&mut self) {
         self.wheel.shrink_to_fit();
+        self.far.shrink_to_fit();
     }
 
     /// Shrinks capacity to the number of entries, as tokio-util's `compact` does.
@@ -140,5 +141,6 @@ impl<T> DelayQueue<T> {
     pub fn compact(&mut self) {
         let moves = self.wheel.compact();
         self.moved.record(moves);
+        self.far.shrink_to_fit();
     }
 }

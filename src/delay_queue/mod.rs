@@ -334,7 +334,13 @@ impl<T> DelayQueue<T> {
     /// Inserts `value` at `tick`, its deadline kept as `at`.
     #[inline]
     fn insert_tick(&mut self, value: T, tick: u64, at: i64) -> Key {
-        let key = self.wheel.insert(tick, Item { value, at });
+        let mut key = self.wheel.insert(tick, Item { value, at });
+        // Generations wrap: this may be the key a compacted entry, still
+        // here, was handed out with. Skip to the next generation.
+        while self.moved.inside(key) != key {
+            let item = self.wheel.remove(key).expect("just inserted");
+            key = self.wheel.insert(tick, item);
+        }
         self.wake_if_before(tick);
         Key(key)
     }

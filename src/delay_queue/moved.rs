@@ -129,4 +129,26 @@ mod tests {
         assert_eq!(moved.leave(key(0, 5)), key(8, 5));
         assert_eq!(moved.len(), 0);
     }
+
+    /// Once the generations wrap, the wheel may hand out for a new entry
+    /// the very key a compacted entry, still in the queue, was handed out
+    /// with (its old slot, its generation): the new key must not name the
+    /// moved entry. Eight generations here, 2^32 - 1 in a queue.
+    #[test]
+    fn a_new_key_never_names_an_entry_compact_moved() {
+        let timer = crate::Timer::builder().manual().build().unwrap();
+        let mut queue = super::super::DelayQueue::with_timer(timer);
+        queue.wheel.limit_generations(3);
+        let second = std::time::Duration::from_secs(1);
+        let gone = queue.insert(0, second);
+        let kept = queue.insert(1, second);
+        queue.remove(&gone);
+        queue.compact();
+        for value in 2..40 {
+            let new = queue.insert(value, second);
+            assert_ne!(new, kept, "a live entry's key handed out again");
+            assert_eq!(queue.remove(&new).into_inner(), value);
+        }
+        assert_eq!(queue.remove(&kept).into_inner(), 1);
+    }
 }
