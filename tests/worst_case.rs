@@ -174,3 +174,29 @@ fn firing_again_on_a_thread_allocates_nothing() {
     // this thread did); the others find it.
     assert_eq!(allocated[1..], [0, 0], "later passes reuse the buffer");
 }
+
+/// After a `compact` that moved 100,000 entries, the removal of the last
+/// of them freed the map of moved keys whole (2.9 MB): a queue keeps that
+/// room, as it keeps its slab's, until `shrink_to_fit` or `compact`.
+#[test]
+fn no_queue_removal_after_a_compact_frees_more_than_a_few_chunks() {
+    let timer = Timer::builder().manual().build().unwrap();
+    let mut queue = wheel::DelayQueue::with_timer(timer);
+    let n = 100_000;
+    let keys: Vec<_> = (0..2 * n)
+        .map(|i| queue.insert(i, Duration::from_secs(1 + i % 100)))
+        .collect();
+    for key in &keys[..n as usize] {
+        queue.remove(key);
+    }
+    queue.compact();
+    let mut worst = (0, 0);
+    for (i, key) in keys[n as usize..].iter().enumerate() {
+        let (_, freed) = work_of(|| {
+            queue.remove(key);
+        });
+        worst = worst.max((freed, i));
+    }
+    let (freed, at) = worst;
+    assert!(freed <= BOUND, "removal #{at} freed {freed} bytes");
+}

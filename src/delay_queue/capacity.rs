@@ -93,7 +93,8 @@ impl<T> DelayQueue<T> {
     /// [`compact`](DelayQueue::compact), which moves entries to release them).
     /// The queue never does this by itself: capacity it has grown to, or been
     /// given with [`with_capacity`](DelayQueue::with_capacity) or
-    /// [`reserve`](DelayQueue::reserve), stays until this is called.
+    /// [`reserve`](DelayQueue::reserve), stays until this is called, and so
+    /// does the room `compact` took to note where it moved entries.
     ///
     /// # Examples
     ///
@@ -109,6 +110,7 @@ impl<T> DelayQueue<T> {
     /// ```
     pub fn shrink_to_fit(&mut self) {
         self.wheel.shrink_to_fit();
+        self.moved.shrink_to_fit();
         self.far.shrink_to_fit();
     }
 
@@ -141,6 +143,7 @@ impl<T> DelayQueue<T> {
     pub fn compact(&mut self) {
         let moves = self.wheel.compact();
         self.moved.record(moves);
+        self.moved.shrink_to_fit();
         self.far.shrink_to_fit();
     }
 }

@@ -65,11 +65,10 @@ impl Moved {
             index,
             generation: key.generation,
         };
+        // The maps keep their room, as the slab does, until `shrink_to_fit`:
+        // freeing them with the last moved entry freed megabytes in one
+        // removal.
         self.to.remove(&handed_out);
-        if self.from.is_empty() {
-            // Give the maps' memory back with the last moved entry.
-            *self = Moved::default();
-        }
         handed_out
     }
 
@@ -87,6 +86,13 @@ impl Moved {
             self.to.insert(handed_out, after);
             self.from.insert(after, handed_out.index);
         }
+    }
+
+    /// Gives back the room of moved entries gone (`shrink_to_fit`,
+    /// `compact`).
+    pub(super) fn shrink_to_fit(&mut self) {
+        self.to.shrink_to_fit();
+        self.from.shrink_to_fit();
     }
 
     /// Every entry left the queue.
@@ -128,6 +134,10 @@ mod tests {
         assert_eq!(moved.inside(key(9, 1)), key(9, 1), "forgotten");
         assert_eq!(moved.leave(key(0, 5)), key(8, 5));
         assert_eq!(moved.len(), 0);
+        // The room stays until `shrink_to_fit` (see `leave`).
+        assert!(moved.to.capacity() > 0 && moved.from.capacity() > 0);
+        moved.shrink_to_fit();
+        assert_eq!((moved.to.capacity(), moved.from.capacity()), (0, 0));
     }
 
     /// Once the generations wrap, the wheel may hand out for a new entry
