@@ -200,3 +200,32 @@ fn no_queue_removal_after_a_compact_frees_more_than_a_few_chunks() {
     let (freed, at) = worst;
     assert!(freed <= BOUND, "removal #{at} freed {freed} bytes");
 }
+
+/// A queue kept deadlines over 292 years away in a `HashMap`, which one
+/// insert reallocated whole: 6.6 MB at the 114,689th.
+#[test]
+fn no_far_deadline_inserted_into_a_queue_allocates_more_than_a_few_chunks() {
+    let timer = Timer::builder().manual().build().unwrap();
+    let far = timer.now() + Duration::from_secs(86_400 * 365 * 1000);
+    let mut queue = wheel::DelayQueue::with_timer(timer);
+    let mut keys = Vec::with_capacity(200_000);
+    let mut worst = (0, 0);
+    for i in 0..200_000 {
+        let (allocated, _) = work_of(|| keys.push(queue.insert_at(i, far)));
+        worst = worst.max((allocated, i));
+    }
+    let (allocated, at) = worst;
+    assert!(
+        allocated <= BOUND,
+        "insert #{at} allocated {allocated} bytes"
+    );
+    let mut worst = (0, 0);
+    for (i, key) in keys.iter().enumerate() {
+        let (_, freed) = work_of(|| {
+            queue.remove(key);
+        });
+        worst = worst.max((freed, i));
+    }
+    let (freed, at) = worst;
+    assert!(freed <= BOUND, "removal #{at} freed {freed} bytes");
+}

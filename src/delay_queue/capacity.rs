@@ -111,7 +111,6 @@ impl<T> DelayQueue<T> {
     pub fn shrink_to_fit(&mut self) {
         self.wheel.shrink_to_fit();
         self.moved.shrink_to_fit();
-        self.far.shrink_to_fit();
     }
 
     /// Shrinks capacity to the number of entries, as tokio-util's `compact` does.
@@ -144,6 +143,5 @@ impl<T> DelayQueue<T> {
         let moves = self.wheel.compact();
         self.moved.record(moves);
         self.moved.shrink_to_fit();
-        self.far.shrink_to_fit();
     }
 }

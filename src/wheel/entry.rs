@@ -42,7 +42,7 @@ pub(crate) struct Entry<T> {
 /// Slab indices are reused; the generation is what makes a key that outlived
 /// its entry harmless: every lookup compares it and treats a mismatch as
 /// "no such entry".
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Key {
     pub(crate) index: u32,
     pub(crate) generation: u32,
