@@ -5,7 +5,9 @@
 //! outgrew the slab copied all of it (up to 40 MB), and one drop freed it
 //! all (the last, in creation order: 41.9 MB) or walked and shrank it
 //! (newest first, drop #737,983: 31.5 MB), under the shard's lock:
-//! milliseconds in one call.
+//! milliseconds in one call. The same bound holds for callbacks, and for
+//! a `DelayQueue`'s inserts and removals (its `compact`, `clear` and
+//! `shrink_to_fit` are O(n) by nature).
 //!
 //! A counting allocator measures, per thread, the bytes each call
 //! allocates (growth, for a `realloc`) and frees (shrinkage, for a
@@ -228,4 +230,33 @@ fn no_far_deadline_inserted_into_a_queue_allocates_more_than_a_few_chunks() {
     }
     let (freed, at) = worst;
     assert!(freed <= BOUND, "removal #{at} freed {freed} bytes");
+}
+
+/// Callbacks as sleeps: no `schedule` of 300,000 allocates, and no cancel
+/// in random order frees, more than a few chunks.
+#[test]
+fn no_schedule_or_cancel_of_300_000_callbacks_allocates_or_frees_more_than_a_few_chunks() {
+    let timer = Timer::builder().manual().build().unwrap();
+    let mut handles = Vec::with_capacity(300_000);
+    let mut worst = (0, 0);
+    for i in 0..300_000 {
+        let (allocated, _) = work_of(|| {
+            handles.push(timer.schedule(Duration::from_secs(1 + i % 1000), || {}));
+        });
+        worst = worst.max((allocated, i));
+    }
+    let (allocated, at) = worst;
+    assert!(
+        allocated <= BOUND,
+        "schedule #{at} allocated {allocated} bytes"
+    );
+    shuffle(&mut handles);
+    let mut worst = (0, 0);
+    for (i, handle) in handles.into_iter().enumerate() {
+        let (_, freed) = work_of(|| assert!(handle.cancel()));
+        worst = worst.max((freed, i));
+    }
+    let (freed, at) = worst;
+    assert!(freed <= BOUND, "cancel #{at} freed {freed} bytes");
+    assert_eq!(timer.stats().allocated_entries, 0);
 }
