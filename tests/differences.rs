@@ -136,10 +136,24 @@ fn a_delay_queue_wakes_its_task_at_a_level_boundary_with_nothing_due() {
 
 /// A reset (or remove) that makes the next expiration later wakes nobody:
 /// the queue's sleep still fires at the old time, the poll finds nothing
-/// due and sleeps again.
+/// due and sleeps again. tokio-util's re-arms its sleep for the new
+/// deadline, so its task is not woken at the old one (wakes nobody at the
+/// reset is no difference: the README said so).
 #[test]
 fn a_delay_queue_reset_to_later_wakes_nobody_until_the_old_deadline() {
     let _guard = common::guard();
+    paused_rt().block_on(async {
+        let mut theirs = task::spawn(tokio_util::time::DelayQueue::new());
+        let key = theirs.insert("moved", ms(5));
+        assert_pending!(theirs.enter(|cx, mut queue| queue.poll_expired(cx)));
+        theirs.reset(&key, ms(20));
+        assert!(!theirs.is_woken());
+        tokio::time::advance(ms(5)).await;
+        assert!(
+            !theirs.is_woken(),
+            "tokio-util's: no wake at the old deadline"
+        );
+    });
     paused_rt().block_on(async {
         let mut queue = task::spawn(wheel::DelayQueue::new());
         let key = queue.insert("moved", ms(5));
