@@ -445,7 +445,8 @@ impl Error {
     }
 
     /// The timer has shut down: [`Timer::shutdown`](crate::Timer::shutdown)
-    /// was called, or its runtime shut down.
+    /// was called, its runtime shut down, or (a
+    /// [`manual`](crate::Builder::manual) one) its last `Timer` was dropped.
     ///
     /// # Examples
     ///
@@ -487,7 +488,8 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.kind {
             ErrorKind::ShutDown => f.write_str(
-                "the timer has shut down (Timer::shutdown was called, or its runtime shut down)",
+                "the timer has shut down (Timer::shutdown was called, its runtime shut down, \
+                 or it was a manual timer whose last Timer was dropped)",
             ),
             ErrorKind::AtCapacity(max) => write!(
                 f,

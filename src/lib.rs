@@ -75,9 +75,10 @@
 //!
 //! # hyper and precise timers
 //!
-//! With the cargo feature `precise`, [`Builder::precise`] fires timers within
-//! tens of microseconds on Linux; without it, `build` says which feature is
-//! missing. With the cargo feature `hyper`, [`Timer`] implements
+//! With the cargo feature `precise`, [`Builder::precise`] fires timers about
+//! a tenth of a millisecond late on Linux, with a 50 µs tick (tens of
+//! microseconds with no [`slack`](Builder::slack)); without it, `build`
+//! says which feature is missing. With the cargo feature `hyper`, [`Timer`] implements
 //! `hyper::rt::Timer`: pass one to hyper's connection builders
 //! (`.timer(timer)`) and their timeouts, such as an HTTP/1 server's
 //! `header_read_timeout`, run on the wheel. hyper then reads the time from

@@ -50,7 +50,9 @@ pub struct Stats {
     pub panicked: u64,
     /// Driver passes since the timer was built: each time a shard's alarm
     /// fired (or `advance` stepped) and the driver looked at its wheel. With
-    /// nothing due, a timer makes none.
+    /// nothing due, a runtime's timer makes none; a
+    /// [`manual`](crate::Builder::manual) one makes at least one per
+    /// `advance`, even with nothing pending.
     pub passes: u64,
     /// Entries the wheel's slab has room for: its capacity, at 40 bytes
     /// each (on 64-bit targets). The slab is in chunks of 1024 entries,

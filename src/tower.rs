@@ -11,8 +11,9 @@
 //!
 //! Each request's deadline is a wheel [`Timeout`](crate::Timeout) around the
 //! inner service's response future, taken when the request is `call`ed (as
-//! tower's is): on the default timer of the runtime that polls it
-//! ([`TimeoutLayer::new`]), or on a given [`Timer`]
+//! tower's is): on the default timer of the runtime `call` runs in (or,
+//! called outside any, of the one that first polls the response:
+//! [`TimeoutLayer::new`]), or on a given [`Timer`]
 //! ([`TimeoutLayer::with_timer`]). Nothing is added to the wheel's own
 //! `Timeout`: a response that is ready at its first poll never touches the
 //! timer, and one that finishes first cancels its entry in O(1).
@@ -111,8 +112,10 @@ pub struct TimeoutLayer {
 }
 
 impl TimeoutLayer {
-    /// A layer whose requests time out after `timeout`, on the default timer
-    /// of the runtime each response is polled on.
+    /// A layer whose requests time out after `timeout`, on a runtime's default timer.
+    ///
+    /// That of the runtime `call` runs in; called outside any, that of the
+    /// runtime that first polls the response.
     ///
     /// # Examples
     ///
@@ -209,8 +212,10 @@ pub struct Timeout<S> {
 }
 
 impl<S> Timeout<S> {
-    /// Wraps `inner`, its requests timing out after `timeout` on the default
-    /// timer of the runtime each response is polled on.
+    /// Wraps `inner`, its requests timing out after `timeout` on a runtime's default timer.
+    ///
+    /// That of the runtime `call` runs in; called outside any, that of the
+    /// runtime that first polls the response.
     ///
     /// # Examples
     ///

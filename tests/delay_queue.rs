@@ -233,6 +233,25 @@ async fn entries_come_out_in_deadline_order_exactly_on_time() {
     assert!(assert_ready!(poll_queue(&mut queue)).is_none());
 }
 
+/// Within one tick entries come out as `peek` names them, not by deadline
+/// (the `Stream` impl's docs said "in deadline order").
+#[test]
+fn entries_due_in_one_tick_come_out_as_peek_names_them_not_by_deadline() {
+    let timer = Timer::builder().manual().tick(ms(1)).build().unwrap();
+    let mut queue = task::spawn(DelayQueue::with_timer(timer.clone()));
+    let start = timer.now();
+    queue.insert_at("late", start + Duration::from_micros(900));
+    queue.insert_at("early", start + Duration::from_micros(100));
+    timer.advance(ms(1));
+    let mut got = Vec::new();
+    while let Some(next) = queue.peek() {
+        let expired = assert_ready!(poll_queue(&mut queue)).unwrap();
+        assert_eq!(expired.key(), next);
+        got.push(expired.into_inner());
+    }
+    assert_eq!(got, ["late", "early"]);
+}
+
 /// The queue's ticks are its timer's: a queue made 3 ms after a 10 ms-tick
 /// timer rounds a 15 ms delay (due at 18 ms) up to the timer's 20 ms tick,
 /// once; rounding on the queue's own grid and then the timer's would give

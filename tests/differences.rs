@@ -45,19 +45,24 @@ fn a_sleep_made_outside_a_runtime_panics_only_when_polled_there() {
     paused_rt().block_on(ours);
 }
 
-/// Timers due within one millisecond wake in deadline order; tokio's, all
-/// on one millisecond of its grid, wake in the order they were registered.
+/// Timers due within one millisecond wake tick by tick; tokio's, all on
+/// one millisecond of its grid, wake in the order they were registered.
+/// Within one 125 µs tick the wheel's do too: the README says "tick by
+/// tick", not "in deadline order".
 #[test]
-fn timers_due_within_a_millisecond_wake_in_deadline_order() {
+fn timers_due_within_a_millisecond_wake_tick_by_tick() {
     let _guard = common::guard();
-    /// Registers a late then an early sleep (`sleep` makes them), runs
-    /// until both are done, and returns the order they completed in.
+    /// Registers a late then an early sleep (`sleep` makes them), `late`
+    /// and `early` after the start, runs until both are done, and returns
+    /// the order they completed in.
     fn order<S: Future<Output = ()> + Send + 'static>(
         sleep: fn(Duration) -> S,
+        late: Duration,
+        early: Duration,
     ) -> Vec<&'static str> {
         paused_rt().block_on(async move {
             let done = Arc::new(Mutex::new(Vec::new()));
-            let tasks: Vec<_> = [("late", us(1_900)), ("early", us(1_100))]
+            let tasks: Vec<_> = [("late", late), ("early", early)]
                 .into_iter()
                 .map(|(name, after)| {
                     let done = done.clone();
@@ -73,8 +78,12 @@ fn timers_due_within_a_millisecond_wake_in_deadline_order() {
             done.lock().unwrap().clone()
         })
     }
-    assert_eq!(order(tokio::time::sleep), ["late", "early"]);
-    assert_eq!(order(wheel::sleep), ["early", "late"]);
+    let (late, early) = (us(1_900), us(1_100));
+    assert_eq!(order(tokio::time::sleep, late, early), ["late", "early"]);
+    assert_eq!(order(wheel::sleep, late, early), ["early", "late"]);
+    // Both in the tick 1,000-1,125 µs: registration order.
+    let (late, early) = (us(1_120), us(1_005));
+    assert_eq!(order(wheel::sleep, late, early), ["late", "early"]);
 }
 
 /// Each timer runs one small task of its own on its runtime (it learns
@@ -127,10 +136,24 @@ fn a_delay_queue_wakes_its_task_at_a_level_boundary_with_nothing_due() {
 
 /// A reset (or remove) that makes the next expiration later wakes nobody:
 /// the queue's sleep still fires at the old time, the poll finds nothing
-/// due and sleeps again.
+/// due and sleeps again. tokio-util's re-arms its sleep for the new
+/// deadline, so its task is not woken at the old one (wakes nobody at the
+/// reset is no difference: the README said so).
 #[test]
 fn a_delay_queue_reset_to_later_wakes_nobody_until_the_old_deadline() {
     let _guard = common::guard();
+    paused_rt().block_on(async {
+        let mut theirs = task::spawn(tokio_util::time::DelayQueue::new());
+        let key = theirs.insert("moved", ms(5));
+        assert_pending!(theirs.enter(|cx, mut queue| queue.poll_expired(cx)));
+        theirs.reset(&key, ms(20));
+        assert!(!theirs.is_woken());
+        tokio::time::advance(ms(5)).await;
+        assert!(
+            !theirs.is_woken(),
+            "tokio-util's: no wake at the old deadline"
+        );
+    });
     paused_rt().block_on(async {
         let mut queue = task::spawn(wheel::DelayQueue::new());
         let key = queue.insert("moved", ms(5));

@@ -424,8 +424,8 @@ fn a_callback_may_advance_a_timer_whose_callback_advances_this_one() {
 }
 
 /// `Stats::passes` counts the passes run over the wheel: every advance
-/// that reaches a deadline runs at least one more, and a timer shut down
-/// runs none.
+/// runs at least one more (with nothing pending too: the docs said "with
+/// nothing due, a timer makes none"), and a timer shut down runs none.
 #[test]
 fn passes_count_every_pass_and_none_after_shutdown() {
     let _guard = common::guard();
@@ -434,6 +434,9 @@ fn passes_count_every_pass_and_none_after_shutdown() {
         .map(|n| common::registered(timer.sleep(ms(n))))
         .collect();
     assert_eq!(timer.stats().passes, 0, "no pass before any advance");
+    let empty = manual();
+    empty.advance(Duration::ZERO);
+    assert_eq!(empty.stats().passes, 1, "an advance with nothing pending");
     let mut before = 0;
     for n in 1..=3 {
         timer.advance(ms(1));

@@ -478,6 +478,13 @@ fn dropping_a_manual_timer_shuts_it_down_so_its_pending_sleeps_do_not_hang() {
         matches!(checked, std::task::Poll::Ready(Err(ref e)) if e.is_shutdown()),
         "{checked:?}"
     );
+    // The message names the cause: no `Timer::shutdown` was called and
+    // there is no runtime (it named only those two).
+    let message = common::panic_of(|| pending.poll());
+    assert!(
+        message.contains("manual timer whose last Timer was dropped"),
+        "{message}"
+    );
     assert_ready!(fired.poll(), "fired before the drop");
 }
 

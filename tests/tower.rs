@@ -582,3 +582,38 @@ fn ties_and_sub_millisecond_timeouts_match_tower_timeout() {
         }
     }
 }
+
+/// A response `call`ed inside one runtime and polled in another waits on
+/// the default timer of the runtime `call` ran in, as a `wheel::timeout`
+/// made there does (the binding rule), not on the polling runtime's (the
+/// docs said "the default timer of the runtime each response is polled
+/// on"); `call`ed outside any runtime, on the one that first polls it.
+#[test]
+fn a_response_waits_on_the_timer_of_the_runtime_call_ran_in() {
+    let paused = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .unwrap()
+    };
+    let (a, b) = (paused(), paused());
+    let (timer_a, timer_b) = (
+        a.block_on(async { Timer::current() }),
+        b.block_on(async { Timer::current() }),
+    );
+    let mut svc = Timeout::new(
+        service_fn(|()| std::future::pending::<Result<(), BoxError>>()),
+        ms(100),
+    );
+    let mut response = {
+        let _in_a = a.enter();
+        task::spawn(svc.call(()))
+    };
+    b.block_on(async { assert_pending!(response.poll()) });
+    assert_eq!((timer_a.stats().pending, timer_b.stats().pending), (1, 0));
+
+    let mut outside = task::spawn(svc.call(()));
+    b.block_on(async { assert_pending!(outside.poll()) });
+    assert_eq!((timer_a.stats().pending, timer_b.stats().pending), (1, 1));
+}

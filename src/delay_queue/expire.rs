@@ -119,8 +119,6 @@ impl<T> DelayQueue<T> {
     }
 }
 
-/// The expired entries, in deadline order; `None` when the queue is empty
-/// (see [`DelayQueue::poll_expired`]).
 /// The queue's waiting task and its one wait.
 impl<T> DelayQueue<T> {
     /// Wakes the waiting task if an entry at `tick` comes before the tick the
@@ -145,6 +143,10 @@ impl<T> DelayQueue<T> {
     }
 }
 
+/// The expired entries, tick by tick; `None` when the queue is empty.
+///
+/// Those due in one tick come out in the order [`DelayQueue::peek`] names
+/// them, not by deadline (see [`DelayQueue::poll_expired`]).
 impl<T> futures_core::Stream for DelayQueue<T> {
     type Item = Expired<T>;
 

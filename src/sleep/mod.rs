@@ -118,7 +118,8 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 /// # Panics
 ///
 /// Polling panics if the sleep is pending when its timer has shut down
-/// ([`Timer::shutdown`](crate::Timer::shutdown), or its runtime shut down) and its deadline has not
+/// ([`Timer::shutdown`](crate::Timer::shutdown), its runtime shut down, or a
+/// [`manual`](crate::Builder::manual) timer lost its last `Timer`) and its deadline has not
 /// passed: the timer can no longer fire it, completing it would be early,
 /// and waiting would hang. (Once the deadline has passed, by the timer's
 /// clock, it completes.) The

@@ -27,7 +27,8 @@ use crate::{Builder, Interval, Sleep, Stats, Timeout, Unfired};
 /// working while any handle, any of its futures or any pending callback is
 /// alive, and frees everything when the last one is gone. A
 /// [`manual`](Builder::manual) timer needs no runtime: its clock moves only
-/// when told to.
+/// when told to, so it shuts down when its last `Timer` (or
+/// [`TimerHandle`](crate::TimerHandle)) goes, its futures alive or not.
 ///
 /// Besides futures, a timer runs callbacks ([`schedule`](Timer::schedule)),
 /// can refuse work past a limit ([`Builder::max_pending`]) and can be shut
