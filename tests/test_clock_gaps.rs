@@ -1,5 +1,6 @@
-//! What keeps a `TestRuntime` busy that its hooks saw late: a
-//! `spawn_blocking` closure whose thread has not started yet. The clock is
+//! What a `TestRuntime`'s hooks saw late, or never: a `spawn_blocking`
+//! closure whose thread has not started yet, and `advance_async` awaited in
+//! another runtime's task while the test runtime is idle. The clock is
 //! read, never real time; the watchdog (`common::guard`) fails a test that
 //! hangs.
 
@@ -10,7 +11,11 @@ use tokio::runtime::Builder;
 use wheel::{TestClock, TestRuntime};
 
 fn test_rt(workers: Option<usize>) -> TestRuntime {
-    let clock = TestClock::new().auto_advance(true);
+    test_rt_advancing(workers, true)
+}
+
+fn test_rt_advancing(workers: Option<usize>, auto_advance: bool) -> TestRuntime {
+    let clock = TestClock::new().auto_advance(auto_advance);
     match workers {
         Some(workers) => clock.build(
             Builder::new_multi_thread()
@@ -55,4 +60,27 @@ fn the_clock_stays_put_while_a_spawn_blocking_thread_starts() {
         start.elapsed()
     });
     assert_eq!(moved, secs(0));
+}
+
+/// `advance_async` awaited in another runtime's task (a `#[tokio::test]`
+/// driving a multi-thread test runtime) while the test runtime is idle
+/// already: its workers parked, nothing arms the probe again but the
+/// awaiting future. It waited for ever, with auto-advance on or off.
+#[test]
+fn advance_async_awaited_outside_moves_an_idle_runtime() {
+    let _guard = common::guard();
+    let outer = Builder::new_current_thread().enable_all().build().unwrap();
+    for workers in [1, 2] {
+        for auto_advance in [false, true] {
+            let rt = test_rt_advancing(Some(workers), auto_advance);
+            // Idle, proved so, the probe not armed since.
+            rt.advance(secs(0));
+            let start = rt.now();
+            // With auto-advance, no deadline: it would move the clock.
+            let task = (!auto_advance).then(|| rt.handle().spawn(wheel::sleep(secs(5))));
+            outer.block_on(rt.advance_async(secs(5)));
+            assert_eq!(rt.now() - start, secs(5), "{workers} workers");
+            assert!(task.is_none_or(|task| task.is_finished()));
+        }
+    }
 }

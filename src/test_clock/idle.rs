@@ -401,12 +401,21 @@ impl Future for Settled {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let me = &mut *self;
         let mut proofs = lock(&me.idle.proofs);
+        let first = me.seen.is_none();
         let seen = *me.seen.get_or_insert(proofs.count);
         if proofs.count != seen {
             return Poll::Ready(());
         }
         if !proofs.waiters.iter().any(|w| w.will_wake(cx.waker())) {
             proofs.waiters.push(cx.waker().clone());
+        }
+        drop(proofs);
+        // Awaited outside the runtime (another runtime's task), with the
+        // runtime idle already: nothing else may arm the probe. (Inside, the
+        // awaiting thread is counted running, and this does nothing.) Once:
+        // arming again at every poll would put the proof off for ever.
+        if first {
+            me.idle.quiet();
         }
         Poll::Pending
     }

@@ -342,7 +342,10 @@ impl TestRuntime {
     /// [`advance`](TestRuntime::advance), awaited inside the runtime, as
     /// `tokio::time::advance(duration).await` is: the awaiting task counts
     /// as idle while it waits, and auto-advance, if on, does not move the
-    /// clock meanwhile: it moves by `duration`, no further.
+    /// clock meanwhile: it moves by `duration`, no further. On a
+    /// multi-thread runtime it may be awaited outside it too (in another
+    /// runtime's task); a current-thread runtime, whose tasks run only
+    /// inside `block_on`, settles only there.
     ///
     /// # Examples
     ///
