@@ -10,9 +10,9 @@
 //! The instants are the test clock's (`wheel::now()`), asserted inside the
 //! example's checks; real time is only printed (`--nocapture`) and bounded
 //! by the watchdog (`common::guard`). Each test takes a few milliseconds.
-//! On a machine loaded far beyond its cores, a test can fail (or the binary
-//! abort) with `armed a millisecond ahead`: a test-clock defect, reproduced
-//! by `tests/test_clock_probe_repro.rs`.
+//! On a machine loaded far beyond its cores, a test could once fail (or the
+//! binary abort) with `armed a millisecond ahead`: a test-clock defect, now
+//! fixed, reproduced by `tests/test_clock_probe_repro.rs`.
 
 #[allow(dead_code)] // the example's `main`
 #[path = "../examples/server_test_clock.rs"]

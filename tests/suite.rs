@@ -87,6 +87,8 @@ mod stats_model;
 mod stress;
 #[path = "test_clock.rs"]
 mod test_clock;
+#[path = "test_clock_gaps.rs"]
+mod test_clock_gaps;
 #[path = "test_clock_idle.rs"]
 mod test_clock_idle;
 #[path = "test_clock_probe_repro.rs"]

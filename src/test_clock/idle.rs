@@ -13,7 +13,9 @@
 //! # What counts, and who counts it
 //!
 //! - `running`: the runtime's own threads that are running. tokio's
-//!   `on_thread_start` counts a thread in, `on_thread_park` out,
+//!   `thread_name_fn`, called on the spawning thread before it spawns one,
+//!   counts a thread in (a `spawn_blocking` closure is queued then, its
+//!   thread not yet started), `on_thread_park` out,
 //!   `on_thread_unpark` in again, and `on_thread_stop` out if it was in. A
 //!   thread-local remembers whether this thread is counted, and for which
 //!   runtime. A worker that calls `block_in_place` stays counted (it never
@@ -198,11 +200,21 @@ impl Idle {
         std::ptr::from_ref(self) as usize
     }
 
-    /// tokio's `on_thread_start`: a thread of the runtime, running. (Its
-    /// `on_thread_stop` is [`parked`](Idle::parked).)
+    /// tokio's `thread_name_fn`, which tokio calls on the thread that
+    /// spawns one of the runtime's threads, before it spawns it: the thread
+    /// is counted running from then, not from its `on_thread_start`, or a
+    /// `spawn_blocking` closure whose thread had not started yet left the
+    /// runtime looking idle.
+    pub(super) fn thread_spawning(&self) {
+        self.running.fetch_add(1, SeqCst);
+        self.epoch.fetch_add(1, SeqCst);
+    }
+
+    /// tokio's `on_thread_start`: a thread of the runtime, counted running
+    /// since it was spawned. (Its `on_thread_stop` is
+    /// [`parked`](Idle::parked).)
     pub(super) fn thread_started(&self) {
-        THREAD.with(|thread| thread.set((self.me(), false)));
-        self.unparked();
+        THREAD.with(|thread| thread.set((self.me(), true)));
     }
 
     /// tokio's `on_thread_park`, and `on_thread_stop`.
@@ -389,12 +401,21 @@ impl Future for Settled {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let me = &mut *self;
         let mut proofs = lock(&me.idle.proofs);
+        let first = me.seen.is_none();
         let seen = *me.seen.get_or_insert(proofs.count);
         if proofs.count != seen {
             return Poll::Ready(());
         }
         if !proofs.waiters.iter().any(|w| w.will_wake(cx.waker())) {
             proofs.waiters.push(cx.waker().clone());
+        }
+        drop(proofs);
+        // Awaited outside the runtime (another runtime's task), with the
+        // runtime idle already: nothing else may arm the probe. (Inside, the
+        // awaiting thread is counted running, and this does nothing.) Once:
+        // arming again at every poll would put the proof off for ever.
+        if first {
+            me.idle.quiet();
         }
         Poll::Pending
     }

@@ -111,9 +111,12 @@ impl TestClock {
     ///
     /// It sets the builder's `on_thread_start`, `on_thread_stop`,
     /// `on_thread_park` and `on_thread_unpark` hooks (hooks set on it
-    /// before are replaced), `thread_keep_alive(0)` (so that a thread that
-    /// ran `block_in_place` says when it leaves) and `enable_time`: they
-    /// tell when the runtime is idle ([`TestRuntime`]'s docs). Fails as
+    /// before are replaced), `thread_name_fn` (called before a thread is
+    /// spawned, so that a `spawn_blocking` closure counts from then; its
+    /// threads keep tokio's name, a name set before is replaced),
+    /// `thread_keep_alive(0)` (so that a thread that ran `block_in_place`
+    /// says when it leaves) and `enable_time`: they tell when the runtime
+    /// is idle ([`TestRuntime`]'s docs). Fails as
     /// [`Builder::build`](crate::Builder::build) does for the timer (a zero
     /// tick, say), or as tokio's `build` does.
     ///
@@ -132,7 +135,7 @@ impl TestClock {
             .build()
             .map_err(std::io::Error::other)?;
         let idle = Arc::new(Idle::new(timer.clone(), self.auto_advance));
-        let (start, stop) = (idle.clone(), idle.clone());
+        let (spawning, start, stop) = (idle.clone(), idle.clone(), idle.clone());
         let (park, unpark) = (idle.clone(), idle.clone());
         let runtime = builder
             // The probe is a tokio timer.
@@ -140,6 +143,11 @@ impl TestClock {
             // A thread that leaves the blocking pool says so at once: one
             // that ran `block_in_place` is counted running until then.
             .thread_keep_alive(Duration::ZERO)
+            // Called before a thread is spawned: named as tokio names it.
+            .thread_name_fn(move || {
+                spawning.thread_spawning();
+                "tokio-rt-worker".into()
+            })
             .on_thread_start(move || start.thread_started())
             .on_thread_stop(move || stop.parked())
             .on_thread_park(move || park.parked())
@@ -199,8 +207,8 @@ impl TestClock {
 /// fires only when the test moves the clock.
 ///
 /// The builder's thread hooks (`on_thread_start`, `on_thread_stop`,
-/// `on_thread_park`, `on_thread_unpark`) and `thread_keep_alive` are the
-/// test clock's: [`TestClock::build`] replaces them. Use
+/// `on_thread_park`, `on_thread_unpark`), `thread_name_fn` and
+/// `thread_keep_alive` are the test clock's: [`TestClock::build`] replaces them. Use
 /// [`TestRuntime::block_on`], not the handle's: only its future counts.
 ///
 /// Dropping it shuts the runtime down, then the timer, and lets go of
@@ -334,7 +342,10 @@ impl TestRuntime {
     /// [`advance`](TestRuntime::advance), awaited inside the runtime, as
     /// `tokio::time::advance(duration).await` is: the awaiting task counts
     /// as idle while it waits, and auto-advance, if on, does not move the
-    /// clock meanwhile: it moves by `duration`, no further.
+    /// clock meanwhile: it moves by `duration`, no further. On a
+    /// multi-thread runtime it may be awaited outside it too (in another
+    /// runtime's task); a current-thread runtime, whose tasks run only
+    /// inside `block_on`, settles only there.
     ///
     /// # Examples
     ///
