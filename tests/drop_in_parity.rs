@@ -12,28 +12,7 @@ use std::time::Duration;
 
 mod common;
 
-fn paused<F: Future>(f: F) -> F::Output {
-    common::paused_rt().block_on(f)
-}
-
-macro_rules! differential {
-    ($name:ident, |$t:ident| $body:block) => {
-        #[test]
-        fn $name() {
-            let tokio_obs = paused(async {
-                #[allow(unused_imports)]
-                use tokio::time as $t;
-                $body
-            });
-            let wheel_obs = paused(async {
-                #[allow(unused_imports)]
-                use wheel as $t;
-                $body
-            });
-            assert_eq!(wheel_obs, tokio_obs, "left: wheel, right: tokio::time");
-        }
-    };
-}
+use common::differential;
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -557,7 +536,7 @@ compile_patterns!(wheel_patterns, wheel);
 
 #[test]
 fn patterns_run() {
-    paused(async {
+    common::paused(async {
         tokio_patterns::uses().await.unwrap();
         wheel_patterns::uses().await.unwrap();
     });

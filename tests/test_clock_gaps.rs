@@ -8,23 +8,10 @@ mod common;
 
 use common::secs;
 use tokio::runtime::Builder;
-use wheel::{TestClock, TestRuntime};
+use wheel::TestRuntime;
 
 fn test_rt(workers: Option<usize>) -> TestRuntime {
-    test_rt_advancing(workers, true)
-}
-
-fn test_rt_advancing(workers: Option<usize>, auto_advance: bool) -> TestRuntime {
-    let clock = TestClock::new().auto_advance(auto_advance);
-    match workers {
-        Some(workers) => clock.build(
-            Builder::new_multi_thread()
-                .worker_threads(workers)
-                .enable_all(),
-        ),
-        None => clock.build(Builder::new_current_thread().enable_all()),
-    }
-    .unwrap()
+    common::test_rt(workers, true)
 }
 
 /// A `spawn_blocking` closure is queued before its thread starts (each
@@ -72,7 +59,7 @@ fn advance_async_awaited_outside_moves_an_idle_runtime() {
     let outer = Builder::new_current_thread().enable_all().build().unwrap();
     for workers in [1, 2] {
         for auto_advance in [false, true] {
-            let rt = test_rt_advancing(Some(workers), auto_advance);
+            let rt = common::test_rt(Some(workers), auto_advance);
             // Idle, proved so, the probe not armed since.
             rt.advance(secs(0));
             let start = rt.now();

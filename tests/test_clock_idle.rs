@@ -15,22 +15,8 @@ use std::time::Duration;
 use common::{ms, secs};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::runtime::Builder;
-use wheel::{TestClock, TestRuntime};
 
 const WORKERS: [usize; 3] = [1, 2, 4];
-
-fn test_rt(workers: Option<usize>, auto_advance: bool) -> TestRuntime {
-    let clock = TestClock::new().auto_advance(auto_advance);
-    match workers {
-        Some(workers) => clock.build(
-            Builder::new_multi_thread()
-                .worker_threads(workers)
-                .enable_all(),
-        ),
-        None => clock.build(Builder::new_current_thread().enable_all()),
-    }
-    .unwrap()
-}
 
 /// Every flavour a test runtime comes in here: current-thread, then 1, 2
 /// and 4 workers.
@@ -56,7 +42,7 @@ fn block_on_woken_by_a_task_sees_the_clock_where_the_task_left_it() {
         wheel::now() - start
     };
     for workers in flavours() {
-        let rt = test_rt(workers, true);
+        let rt = common::test_rt(workers, true);
         for _ in 0..50 {
             assert_eq!(rt.block_on(program()), secs(1), "{workers:?} workers");
         }
@@ -83,7 +69,7 @@ fn block_on_woken_by_a_task_sees_the_clock_where_the_task_left_it() {
 fn the_clock_stays_put_while_a_task_is_inside_block_in_place() {
     let _guard = common::guard();
     for workers in WORKERS {
-        let rt = test_rt(Some(workers), true);
+        let rt = common::test_rt(Some(workers), true);
         for _ in 0..5 {
             let moved = rt.block_on(async {
                 let _background = tokio::spawn(wheel::sleep(secs(10)));
@@ -157,7 +143,7 @@ async fn ping_pong(on_wheel: bool) -> (usize, Duration) {
 fn loopback_io_ready_is_delivered_before_the_clock_moves() {
     let _guard = common::guard();
     for workers in flavours() {
-        let rt = test_rt(workers, true);
+        let rt = common::test_rt(workers, true);
         for _ in 0..5 {
             let (answered, moved) = rt.block_on(ping_pong(true));
             assert_eq!(answered, 20, "{workers:?} workers");
@@ -180,7 +166,7 @@ fn a_callback_that_wakes_no_task_does_not_stop_auto_advance() {
     let _guard = common::guard();
     for workers in [None, Some(2)] {
         for panics in [false, true] {
-            let rt = test_rt(workers, true);
+            let rt = common::test_rt(workers, true);
             let ran = Arc::new(AtomicUsize::new(0));
             let counter = ran.clone();
             rt.timer().schedule(secs(1), move || {
@@ -203,7 +189,7 @@ fn a_callback_that_wakes_no_task_does_not_stop_auto_advance() {
 #[allow(clippy::async_yields_async)]
 fn a_sleep_made_in_another_runtimes_context_is_never_the_test_clocks() {
     let _guard = common::guard();
-    let test = test_rt(Some(1), true);
+    let test = common::test_rt(Some(1), true);
     let other = Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
@@ -249,7 +235,7 @@ fn a_task_reads_the_test_clock_with_wheel_now() {
     let _guard = common::guard();
     let made_outside = wheel::sleep(secs(5));
     for workers in flavours() {
-        let rt = test_rt(workers, true);
+        let rt = common::test_rt(workers, true);
         let (waited, timed_out_after) = rt.block_on(async {
             wheel::sleep(secs(3600)).await;
             let start = wheel::now();
@@ -277,7 +263,7 @@ fn a_task_reads_the_test_clock_with_wheel_now() {
     // Made outside, first polled in a test runtime whose clock has moved:
     // it waits about its 5 s there (less the real time since it was made),
     // not none.
-    let rt = test_rt(Some(2), true);
+    let rt = common::test_rt(Some(2), true);
     rt.block_on(async { wheel::sleep(secs(3600)).await });
     let start = rt.now();
     rt.block_on(made_outside);
@@ -292,7 +278,7 @@ fn a_task_reads_the_test_clock_with_wheel_now() {
 fn advancing_by_hand_waits_for_tasks_to_register() {
     let _guard = common::guard();
     for workers in WORKERS {
-        let rt = test_rt(Some(workers), false);
+        let rt = common::test_rt(Some(workers), false);
         let start = rt.now();
         let (report, reports) = std::sync::mpsc::channel();
         for task in 1..=4u64 {
@@ -336,7 +322,7 @@ fn advance_async_inside_the_runtime_as_tokios_advance() {
     });
     assert!(tokio_done);
     for workers in flavours() {
-        let rt = test_rt(workers, false);
+        let rt = common::test_rt(workers, false);
         let done = rt.block_on(async {
             let task = tokio::spawn(wheel::sleep(secs(5)));
             rt.advance_async(secs(5)).await;
@@ -349,7 +335,7 @@ fn advance_async_inside_the_runtime_as_tokios_advance() {
 #[test]
 #[should_panic(expected = "advance_async")]
 fn advance_inside_the_runtime_panics_naming_the_async_one() {
-    let rt = test_rt(Some(1), false);
+    let rt = common::test_rt(Some(1), false);
     rt.block_on(async { rt.advance(secs(1)) });
 }
 
@@ -377,7 +363,7 @@ fn a_timeout_whose_runtime_is_gone_panics_as_tokios_does() {
     let wheel = || wheel::timeout(ms(10), std::future::pending::<()>());
     assert!(run(tokio), "tokio's completed");
     assert!(run(wheel), "without a test runtime");
-    let test = test_rt(Some(2), true);
+    let test = common::test_rt(Some(2), true);
     test.block_on(async {});
     assert!(run(wheel), "with a test runtime");
     drop(test);
@@ -389,7 +375,7 @@ fn a_timeout_whose_runtime_is_gone_panics_as_tokios_does() {
 fn a_stale_block_on_waker_does_not_keep_the_runtime_busy() {
     let _guard = common::guard();
     for workers in flavours() {
-        let rt = test_rt(workers, true);
+        let rt = common::test_rt(workers, true);
         let left_behind = std::sync::Mutex::new(None);
         rt.block_on(std::future::poll_fn(|cx| {
             *left_behind.lock().unwrap() = Some(cx.waker().clone());
@@ -419,7 +405,7 @@ fn a_timeout_counts_from_when_it_was_made() {
         wheel::now() - start
     };
     for workers in flavours() {
-        let rt = test_rt(workers, true);
+        let rt = common::test_rt(workers, true);
         assert_eq!(rt.block_on(program()), secs(5), "{workers:?}: block_on");
         let spawned = rt.block_on(async move { tokio::spawn(program()).await.unwrap() });
         assert_eq!(spawned, secs(5), "{workers:?}: a task");
@@ -441,8 +427,8 @@ fn a_timeout_counts_from_when_it_was_made() {
 #[test]
 fn a_test_runtime_driven_from_anothers_worker_keeps_its_own_count() {
     let _guard = common::guard();
-    let outer = test_rt(Some(2), true);
-    let inner = std::sync::Arc::new(test_rt(None, true));
+    let outer = common::test_rt(Some(2), true);
+    let inner = std::sync::Arc::new(common::test_rt(None, true));
     for _ in 0..3 {
         let nested = inner.clone();
         let waited = outer.block_on(async move {
@@ -473,7 +459,7 @@ fn a_test_runtime_driven_from_anothers_worker_keeps_its_own_count() {
 #[test]
 fn a_current_thread_task_that_keeps_yielding_keeps_the_clock_still() {
     let _guard = common::guard();
-    let rt = test_rt(None, true);
+    let rt = common::test_rt(None, true);
     let moved = rt.block_on(async {
         let _background = tokio::spawn(wheel::sleep(secs(10)));
         let start = wheel::now();
@@ -500,7 +486,7 @@ fn a_current_thread_task_that_keeps_yielding_keeps_the_clock_still() {
 fn a_block_on_future_that_panicked_leaves_the_runtime_idle() {
     let _guard = common::guard();
     for workers in flavours() {
-        let rt = test_rt(workers, true);
+        let rt = common::test_rt(workers, true);
         let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             rt.block_on(async { panic!("a failed assertion") })
         }));
@@ -532,7 +518,7 @@ fn advance_async_with_auto_advance_moves_the_clock_by_its_duration_only() {
     });
     assert_eq!(tokio_moved, (secs(1), false));
     for workers in flavours() {
-        let rt = test_rt(workers, true);
+        let rt = common::test_rt(workers, true);
         let moved = rt.block_on(async {
             let start = wheel::now();
             let task = tokio::spawn(wheel::sleep(secs(10)));
@@ -553,7 +539,7 @@ fn advance_async_with_auto_advance_moves_the_clock_by_its_duration_only() {
 fn advance_with_auto_advance_moves_the_clock_by_its_duration_only() {
     let _guard = common::guard();
     for workers in WORKERS {
-        let rt = test_rt(Some(workers), true);
+        let rt = common::test_rt(Some(workers), true);
         let start = rt.now();
         let task = rt.handle().spawn(async move {
             wheel::sleep(secs(10)).await;

@@ -11,7 +11,6 @@
 //! millisecond wake here in deadline order, in tokio's in registration
 //! order (README, "Differences from `tokio::time`").
 
-use std::future::Future;
 use std::pin::pin;
 use std::time::Duration;
 
@@ -19,30 +18,7 @@ mod common;
 
 /// `f` on a paused clock, [`guard`](common::guard)ed: a wheel timer that
 /// never fires fails the test rather than hanging it.
-fn paused<F: Future>(f: F) -> F::Output {
-    common::paused_rt().block_on(f)
-}
-
-/// Runs `$body` once with `$t` = `tokio::time` and once with `$t` = `wheel`,
-/// and asserts that the observations are equal.
-macro_rules! differential {
-    ($name:ident, |$t:ident| $body:block) => {
-        #[test]
-        fn $name() {
-            let tokio_obs = paused(async {
-                #[allow(unused_imports)]
-                use tokio::time as $t;
-                $body
-            });
-            let wheel_obs = paused(async {
-                #[allow(unused_imports)]
-                use wheel as $t;
-                $body
-            });
-            assert_eq!(wheel_obs, tokio_obs, "left: wheel, right: tokio::time");
-        }
-    };
-}
+use common::differential;
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)

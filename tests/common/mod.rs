@@ -22,6 +22,51 @@ pub fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
 }
 
+/// A `TestRuntime` on a current-thread runtime (`None`) or one of
+/// `workers` workers, `enable_all`, auto-advancing or not.
+pub fn test_rt(workers: Option<usize>, auto_advance: bool) -> wheel::TestRuntime {
+    let clock = wheel::TestClock::new().auto_advance(auto_advance);
+    match workers {
+        Some(workers) => clock.build(
+            Builder::new_multi_thread()
+                .worker_threads(workers)
+                .enable_all(),
+        ),
+        None => clock.build(Builder::new_current_thread().enable_all()),
+    }
+    .unwrap()
+}
+
+/// Runs `f` on a [`paused_rt`].
+pub fn paused<F: Future>(f: F) -> F::Output {
+    paused_rt().block_on(f)
+}
+
+/// A test named `$name` that runs `$body` once with `$t` = `tokio::time`
+/// and once with `$t` = `wheel`, each on a [`paused`] runtime, and asserts
+/// that what the two return is equal.
+#[allow(unused_macros)]
+macro_rules! differential {
+    ($name:ident, |$t:ident| $body:block) => {
+        #[test]
+        fn $name() {
+            let tokio_obs = common::paused(async {
+                #[allow(unused_imports)]
+                use tokio::time as $t;
+                $body
+            });
+            let wheel_obs = common::paused(async {
+                #[allow(unused_imports)]
+                use wheel as $t;
+                $body
+            });
+            assert_eq!(wheel_obs, tokio_obs, "left: wheel, right: tokio::time");
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use differential;
+
 /// A current-thread runtime with timers and a paused clock, [`guard`]ed.
 pub fn paused_rt() -> Runtime {
     guarded(paused_unguarded())
