@@ -417,6 +417,37 @@ fn a_build_leaves_the_panic_hook_alone() {
     assert!(seen[1].contains("timers are disabled"), "{seen:?}");
 }
 
+/// On a runtime without timers, the default timer is tried once a thread:
+/// tokio's panic, caught, reaches the panic hook once, not at every
+/// `wheel::timeout` or `wheel::sleep`, and each lookup still says why it
+/// failed. Run in a child process, whose panic hook is its own.
+#[test]
+fn a_runtime_without_timers_is_tried_once_a_thread() {
+    let _guard = common::guard();
+    const CHILD: &str = "WHEEL_TIMERLESS_CHILD";
+    if std::env::var_os(CHILD).is_none() {
+        let out = common::rerun_alone(&[(CHILD, "1")], &["--test-threads=1"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "child failed: {stderr}");
+        return;
+    }
+    static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    std::panic::set_hook(Box::new(|info| {
+        SEEN.lock().unwrap().push(info.to_string());
+    }));
+    let no_time = RtBuilder::new_current_thread().build().unwrap();
+    no_time.block_on(async {
+        for _ in 0..3 {
+            assert_eq!(wheel::timeout(ms(5), async { 7 }).await, Ok(7));
+            assert!(Timer::try_current().unwrap_err().is_timers_disabled());
+            drop(wheel::sleep(ms(5)));
+        }
+    });
+    let seen = SEEN.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert!(seen[0].contains("timers are disabled"), "{seen:?}");
+}
+
 /// What the README says of a timer built off tokio's millisecond grid (here
 /// 300 µs into a paused runtime): a sleep due on tokio's grid wakes at most
 /// 1 ms after tokio's own, never before.

@@ -23,7 +23,7 @@
 //! down ([`SHUTDOWNS`], read with a plain load): the one cached may be it,
 //! to be replaced, so every thread asks the registry once more.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -67,6 +67,12 @@ struct Cached {
 
 thread_local! {
     static CACHE: RefCell<Option<Cached>> = const { RefCell::new(None) };
+    /// The last runtime this thread found without timers: its lookups fail
+    /// at once after the first, where building its default timer again made
+    /// tokio panic again (caught, but the process's panic hook reports it)
+    /// at every `wheel::sleep` or `timeout`. A runtime's timers are on or
+    /// off for its life, and ids are never reused.
+    static TIMERLESS: Cell<Option<Id>> = const { Cell::new(None) };
 }
 
 /// The calling thread's shard of the current runtime's default timer,
@@ -158,10 +164,17 @@ pub(crate) fn current() -> Result<Timer, BuildError> {
 /// Runtime `id`'s default timer from the registry (or a new one), and this
 /// thread's shard of it, now in the cache.
 fn refill(handle: Handle, id: Id) -> Result<(Timer, Arc<Shard>), BuildError> {
+    if TIMERLESS.try_with(Cell::get).ok().flatten() == Some(id) {
+        return Err(BuildError::timers_disabled());
+    }
     // Read first: a shutdown during the lookup leaves the cache one behind,
     // so it is looked up again.
     let shutdowns = SHUTDOWNS.load(Ordering::Acquire);
-    let timer = registered(handle, id)?;
+    let timer = registered(handle, id).inspect_err(|error| {
+        if error.is_timers_disabled() {
+            let _ = TIMERLESS.try_with(|timerless| timerless.set(Some(id)));
+        }
+    })?;
     let shard = timer.driver().home().clone();
     let _ = CACHE.try_with(|cache| {
         *cache.borrow_mut() = Some(Cached {
