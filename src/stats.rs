@@ -19,7 +19,9 @@
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Stats {
-    /// Timers registered and waiting for their deadline.
+    /// Timers registered and waiting for their deadline. After a shutdown,
+    /// the sleeps that were pending stay counted until they are dropped
+    /// (polled, each reports the shutdown).
     pub pending: usize,
     /// Wheel entries in use: the pending timers, and the sleeps fired but
     /// not yet polled (a sleep's entry is its own until it completes or is
