@@ -168,7 +168,8 @@ pub mod __private {
 /// (`Instant::now()`, paused or not) everywhere else.
 ///
 /// Under a `TestRuntime`, `Instant::now()` and `Instant::elapsed()` keep
-/// real time while the runtime's timers wait on the test clock: count
+/// tokio's time (real time, unless its builder paused tokio's clock) while
+/// the runtime's timers wait on the test clock: count
 /// deadlines from this instead, as `wheel::sleep_until(wheel::now() + d)`.
 /// Inside a runtime that has no default timer yet, reading it creates one,
 /// as the first `wheel::sleep` would.

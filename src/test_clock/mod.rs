@@ -170,7 +170,8 @@ impl TestClock {
 /// (or in `block_on`'s future) waits on the test clock, on whichever worker
 /// it runs. [`Instant::now()`](crate::Instant), `Instant::elapsed()` and
 /// everything in `tokio::time` (a dependency's `tokio::time::sleep`
-/// included) keep real time: read the test clock with [`wheel::now()`](crate::now),
+/// included) keep tokio's time, real time unless the builder paused it
+/// (`start_paused`): read the test clock with [`wheel::now()`](crate::now),
 /// which reads the current runtime's default timer's clock here and
 /// tokio's everywhere else, and count deadlines from it
 /// (`wheel::sleep_until(wheel::now() + d)`). A deadline read from the real
