@@ -527,6 +527,10 @@ impl<T> DelayQueue<T> {
     /// The key of the entry that will be yielded next, or `None` if the queue
     /// is empty. Among entries due in the same tick, the one yielded first.
     ///
+    /// Unless entries are due, it looks through the entries of the wheel's
+    /// next slot for the earliest: O(entries in that slot), where
+    /// tokio-util's names the first of its slot, not always the earliest.
+    ///
     /// # Examples
     ///
     /// ```
