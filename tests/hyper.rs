@@ -6,7 +6,9 @@
 //! The socket tests drive hyper with a manual timer: hyper's deadlines are
 //! taken from that clock and fire only when the test advances it, so whether
 //! a connection has timed out never depends on how fast the machine is. Real
-//! time appears only as an upper bound on waits for other tasks.
+//! time appears only as an upper bound on waits for other tasks. A server
+//! over an in-memory pipe, on tokio's paused clock, is compared with
+//! hyper-util's `TokioTimer`.
 
 #[path = "hyper/io.rs"]
 mod io;
@@ -496,5 +498,69 @@ fn programs_on_a_paused_clock_match_hyper_utils_tokio_timer() {
         let wheel = run_program(&steps, true);
         let tokio = run_program(&steps, false);
         assert_eq!(wheel, tokio, "seed {seed}: {steps:?}");
+    }
+}
+
+/// How long a server with `header_read_timeout` of `timeout` on `timer`
+/// takes, on the paused clock, to close an in-memory connection that sent
+/// half a head; after answering one request first if `keep_alive` (the
+/// idle keep-alive connection is then closed by the same timeout).
+async fn half_head_closed_after<T>(timer: T, timeout: Duration, keep_alive: bool) -> Duration
+where
+    T: HyperTimer + Send + Sync + 'static,
+{
+    let (mut client, server) = tokio::io::duplex(4096);
+    let service = hyper::service::service_fn(|_: Request<Incoming>| async {
+        Ok::<_, Infallible>(Response::new(String::from("ok")))
+    });
+    let connection = tokio::spawn(async move {
+        let _ = hyper::server::conn::http1::Builder::new()
+            .timer(timer)
+            .header_read_timeout(timeout)
+            .serve_connection(hyper_util::rt::TokioIo::new(server), service)
+            .await;
+    });
+    let mut buf = [0u8; 256];
+    let start = if keep_alive {
+        client
+            .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        assert!(client.read(&mut buf).await.unwrap() > 0, "an answer");
+        tokio::time::Instant::now()
+    } else {
+        let start = tokio::time::Instant::now();
+        client
+            .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n")
+            .await
+            .unwrap();
+        start
+    };
+    assert_eq!(client.read(&mut buf).await.unwrap(), 0, "closed, no answer");
+    connection.await.unwrap();
+    start.elapsed()
+}
+
+/// hyper's header-read timeout, on a whole server over an in-memory pipe
+/// and tokio's paused clock, ends where it does with hyper-util's
+/// `TokioTimer`: on the default timer and on a timer of its own, with
+/// timeouts on and off the millisecond, and below one.
+#[tokio::test(start_paused = true)]
+async fn a_servers_header_timeout_on_a_paused_clock_matches_tokio_timer() {
+    for keep_alive in [false, true] {
+        for timeout in [1_000_000, 1_500_000, 5_000_000_000, 1].map(Duration::from_nanos) {
+            let tokio =
+                half_head_closed_after(hyper_util::rt::TokioTimer::new(), timeout, keep_alive)
+                    .await;
+            let default = half_head_closed_after(Timer::current(), timeout, keep_alive).await;
+            let own =
+                half_head_closed_after(Timer::builder().build().unwrap(), timeout, keep_alive)
+                    .await;
+            assert_eq!(
+                (default, own),
+                (tokio, tokio),
+                "{timeout:?}, keep-alive {keep_alive}"
+            );
+        }
     }
 }
