@@ -25,6 +25,8 @@ mod bad_input;
 mod binding_rule;
 #[path = "bounded_work.rs"]
 mod bounded_work;
+#[path = "callback_edges.rs"]
+mod callback_edges;
 #[path = "callback_races.rs"]
 mod callback_races;
 #[path = "callbacks.rs"]
