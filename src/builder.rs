@@ -149,8 +149,9 @@ impl Builder {
     /// [`is_at_capacity`](crate::error::Error::is_at_capacity) is true. A
     /// [`DelayQueue`](crate::DelayQueue) keeps its entries in a wheel of its
     /// own: they do not count, only the one sleep it waits on while it has
-    /// any. Resetting a timer that already has an entry never counts
-    /// against the limit.
+    /// any. Resetting a timer that is pending never counts against the
+    /// limit; one that has fired (its sleep not yet polled) asks for a
+    /// place again, and is refused at the limit.
     ///
     /// Unlimited by default, apart from the cap on each shard of a timer
     /// split into shards (see [`shards`](Builder::shards)). Zero is refused
@@ -229,7 +230,9 @@ impl Builder {
     /// Dropping its last `Timer` (a [`TimerHandle`](crate::TimerHandle)
     /// holds one) shuts it down, as [`Timer::shutdown`] does: nothing could
     /// advance it any more, so a sleep still pending on it reports the
-    /// shutdown rather than wait for ever, and its callbacks are dropped.
+    /// shutdown rather than wait for ever, and its callbacks are dropped. A
+    /// callback that holds its own timer (a `Timer` or its `TimerHandle`)
+    /// keeps it alive, and itself with it, until [`Timer::shutdown`].
     ///
     /// Use it to test code that takes a `Timer` (inject one), on any runtime
     /// flavor or none: tokio's paused clock works only on a current-thread

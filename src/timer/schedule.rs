@@ -23,7 +23,7 @@ impl Timer {
     /// [`advance`](Timer::advance). A callback that panics is caught and
     /// counted in [`Stats::panicked`](crate::Stats::panicked); the timer carries on. A deadline that
     /// has already passed runs by the next tick, never early (a manual
-    /// timer's at the next `advance`).
+    /// timer's at the first `advance` that reaches the end of that tick).
     /// Dropping the handle does not cancel the callback, and a runtime timer
     /// stays alive until its pending callbacks have run, even with no handle
     /// left.
