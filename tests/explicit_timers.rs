@@ -369,6 +369,23 @@ fn a_runtime_timers_clock_is_its_runtimes_from_any_context() {
     assert_eq!(sleep.deadline(), deadline);
 }
 
+/// Runs the calling test again, alone, in a child process with `child` set
+/// in its environment, and checks that it passed: `false`, the parent's
+/// work done. In that child (`true`), the panic hook now notes each report
+/// in `seen` instead of printing it.
+fn in_a_child_noting_panics(child: &str, seen: &'static std::sync::Mutex<Vec<String>>) -> bool {
+    if std::env::var_os(child).is_none() {
+        let out = common::rerun_alone(&[(child, "1")], &["--test-threads=1"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "child failed: {stderr}");
+        return false;
+    }
+    std::panic::set_hook(Box::new(|info| {
+        seen.lock().unwrap().push(info.to_string());
+    }));
+    true
+}
+
 /// Building a timer on a runtime without timers returns an error. The
 /// crate installs no panic hook: tokio's panic, which is how the build
 /// finds out, reaches the process's own hook, and a timer built during an
@@ -377,17 +394,10 @@ fn a_runtime_timers_clock_is_its_runtimes_from_any_context() {
 #[test]
 fn a_build_leaves_the_panic_hook_alone() {
     let _guard = common::guard();
-    const CHILD: &str = "WHEEL_HOOK_CHILD";
-    if std::env::var_os(CHILD).is_none() {
-        let out = common::rerun_alone(&[(CHILD, "1")], &["--test-threads=1"]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "child failed: {stderr}");
+    static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    if !in_a_child_noting_panics("WHEEL_HOOK_CHILD", &SEEN) {
         return;
     }
-    static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
-    std::panic::set_hook(Box::new(|info| {
-        SEEN.lock().unwrap().push(info.to_string());
-    }));
     struct BuildsWhenDropped(tokio::runtime::Handle);
     impl Drop for BuildsWhenDropped {
         fn drop(&mut self) {
@@ -424,17 +434,10 @@ fn a_build_leaves_the_panic_hook_alone() {
 #[test]
 fn a_runtime_without_timers_is_tried_once_a_thread() {
     let _guard = common::guard();
-    const CHILD: &str = "WHEEL_TIMERLESS_CHILD";
-    if std::env::var_os(CHILD).is_none() {
-        let out = common::rerun_alone(&[(CHILD, "1")], &["--test-threads=1"]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "child failed: {stderr}");
+    static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    if !in_a_child_noting_panics("WHEEL_TIMERLESS_CHILD", &SEEN) {
         return;
     }
-    static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
-    std::panic::set_hook(Box::new(|info| {
-        SEEN.lock().unwrap().push(info.to_string());
-    }));
     let no_time = RtBuilder::new_current_thread().build().unwrap();
     no_time.block_on(async {
         for _ in 0..3 {
