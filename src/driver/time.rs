@@ -50,8 +50,10 @@ impl Time {
     }
 
     pub(crate) fn read(&self) -> Reading {
+        // Unread, the clock is a pausable runtime's, from a thread-local's
+        // destructor: tokio's own answer there, as `Source::now` gives.
         self.try_read().unwrap_or_else(|| Reading {
-            now: self.now(),
+            now: Instant::now(),
             still: false,
         })
     }
@@ -195,13 +197,13 @@ impl Source {
                 // Xeon VM. Even a pass asks: a task that holds another
                 // runtime's `EnterGuard` across an await leaves that
                 // runtime current while its own parks and fires the alarm.
-                if in_runtime(handle.id()) {
-                    Some(Instant::now())
-                } else if can_enter() {
-                    let _its_clock = handle.enter();
-                    Some(Instant::now())
-                } else {
-                    None
+                match here(handle.id()) {
+                    Here::Inside => Some(Instant::now()),
+                    Here::Elsewhere => {
+                        let _its_clock = handle.enter();
+                        Some(Instant::now())
+                    }
+                    Here::Gone => None,
                 }
             }
             Source::Runtime {
@@ -233,7 +235,27 @@ impl Source {
 /// clock is that runtime's.
 #[inline]
 pub(crate) fn in_runtime(id: tokio::runtime::Id) -> bool {
-    tokio::runtime::Handle::try_current().is_ok_and(|here| here.id() == id)
+    matches!(here(id), Here::Inside)
+}
+
+/// Where this thread stands towards a runtime, as one question to tokio
+/// (`Handle::try_current`: a reference count up and down) tells.
+enum Here {
+    /// Inside its context: tokio's clock here is its clock.
+    Inside,
+    /// In another runtime's context, or none: it can be entered.
+    Elsewhere,
+    /// In a thread-local's destructor, tokio's own context gone:
+    /// `Handle::enter` panics here.
+    Gone,
+}
+
+fn here(id: tokio::runtime::Id) -> Here {
+    match tokio::runtime::Handle::try_current() {
+        Ok(current) if current.id() == id => Here::Inside,
+        Err(error) if error.is_thread_local_destroyed() => Here::Gone,
+        _ => Here::Elsewhere,
+    }
 }
 
 /// Whether this thread can enter a runtime: not once tokio's thread-local
