@@ -27,10 +27,7 @@ thread_local! {
 fn a_sleep_dropped_by_a_thread_locals_destructor_after_tokios_does_not_abort() {
     let _guard = common::guard();
     const CHILD: &str = "WHEEL_TLS_DROP_CHILD";
-    if std::env::var_os(CHILD).is_none() {
-        let out = common::rerun_alone(&[(CHILD, "1")], &[]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "child failed: {stderr}");
+    if !common::in_a_child(CHILD, &[]) {
         return;
     }
     let rt = paused_rt();
@@ -87,10 +84,7 @@ fn a_timeout_made_after_the_default_timer_is_shut_down_by_hand_times_out() {
 fn sleeps_first_polled_or_reset_by_a_thread_locals_destructor_after_tokios_do_not_abort() {
     let _guard = common::guard();
     const CHILD: &str = "WHEEL_TLS_POLL_CHILD";
-    if std::env::var_os(CHILD).is_none() {
-        let out = common::rerun_alone(&[(CHILD, "1")], &[]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "child failed: {stderr}");
+    if !common::in_a_child(CHILD, &[]) {
         return;
     }
     let rt = paused_rt();
@@ -136,10 +130,7 @@ fn sleeps_first_polled_or_reset_by_a_thread_locals_destructor_after_tokios_do_no
 fn a_delay_queue_first_polled_by_a_thread_locals_destructor_after_tokios_does_not_abort() {
     let _guard = common::guard();
     const CHILD: &str = "WHEEL_TLS_QUEUE_CHILD";
-    if std::env::var_os(CHILD).is_none() {
-        let out = common::rerun_alone(&[(CHILD, "1")], &[]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "child failed: {stderr}");
+    if !common::in_a_child(CHILD, &[]) {
         return;
     }
     let rt = paused_rt();

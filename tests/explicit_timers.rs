@@ -374,10 +374,7 @@ fn a_runtime_timers_clock_is_its_runtimes_from_any_context() {
 /// work done. In that child (`true`), the panic hook now notes each report
 /// in `seen` instead of printing it.
 fn in_a_child_noting_panics(child: &str, seen: &'static std::sync::Mutex<Vec<String>>) -> bool {
-    if std::env::var_os(child).is_none() {
-        let out = common::rerun_alone(&[(child, "1")], &["--test-threads=1"]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "child failed: {stderr}");
+    if !common::in_a_child(child, &["--test-threads=1"]) {
         return false;
     }
     std::panic::set_hook(Box::new(|info| {

@@ -179,10 +179,7 @@ fn a_clock_paused_mid_run_still_drives_a_precise_timer() {
 fn a_precise_timers_sleeps_dropped_and_polled_by_a_thread_locals_destructor_do_not_abort() {
     let _guard = common::guard();
     const CHILD: &str = "WHEEL_PRECISE_TLS_CHILD";
-    if std::env::var_os(CHILD).is_none() {
-        let out = common::rerun_alone(&[(CHILD, "1")], &[]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "child failed: {stderr}");
+    if !common::in_a_child(CHILD, &[]) {
         return;
     }
     let rt = paused_rt_all();

@@ -197,6 +197,21 @@ pub fn drain_queue<T>(queue: &mut Spawn<DelayQueue<T>>) -> Vec<T> {
     out
 }
 
+/// Whether this is the child a test reruns itself in: if not (`false`),
+/// runs the calling test again, alone ([`rerun_alone`], with `args`), in a
+/// child process with `child` set in its environment, and checks that it
+/// passed. For a case that would abort the process, or that needs the
+/// process to itself (its panic hook).
+pub fn in_a_child(child: &str, args: &[&str]) -> bool {
+    if std::env::var_os(child).is_some() {
+        return true;
+    }
+    let out = rerun_alone(&[(child, "1")], args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "child failed: {stderr}");
+    false
+}
+
 /// A deterministic pseudo-random stream (splitmix64).
 /// Runs this test alone again in a child process of the same test binary,
 /// with `envs` set, and returns its output once it has checked that the
