@@ -107,6 +107,8 @@
 mod alarm;
 mod clock;
 mod divisor;
+#[cfg(not(loom))]
+mod elsewhere;
 mod grid;
 mod home;
 pub(crate) mod job;

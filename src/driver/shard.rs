@@ -123,6 +123,9 @@ impl Shard {
     pub(super) fn new(geometry: &Geometry, time: Time, alarm: Alarm) -> Shard {
         let mut wheel = Wheel::new(geometry.slots_per_level);
         wheel.limit_generations(KEY_GENERATION_BITS);
+        // Under loom there are no threads but the model's.
+        #[cfg(not(loom))]
+        wheel.free_with(super::elsewhere::free_elsewhere);
         Shard {
             inner: Mutex::new(Inner {
                 wheel,

@@ -20,7 +20,7 @@
 //!   slab up to it.
 //!
 //! No call frees more than one chunk (three, and the directory, if it
-//! empties the wheel), and no insert allocates more than one chunk or a
+//! empties the wheel; none, past 64 chunks, see below), and no insert allocates more than one chunk or a
 //! doubling of chunk 0 or of the chunk directory (40 bytes and a bit per
 //! chunk); nothing is walked. A flush of discarded entries (`discard.rs`) is up to
 //! `BATCH` removals but empties at most one chunk, and dropping the
@@ -29,12 +29,12 @@
 //!
 //! What no count here bounds is the allocator. glibc's `free` returns the
 //! top of its heap with `brk` only once the top chunk is free, and then all
-//! the free memory below it at once. Chunks freed oldest first leave a free
-//! region below the newest, which the drop that empties the wheel (freeing
-//! the newest, at the top) returns whole: 19 MB in one `brk`, 1-2 ms of
-//! kernel time at a million sleeps made before they were registered (see
-//! the CHANGELOG). Where other allocations lie between the chunks (a sleep
-//! boxed as it is registered, as in the `compare` bench) nothing coalesces.
+//! the free memory below it at once: chunks freed oldest first leave a free
+//! stretch below the newest, which the free of the newest returned whole,
+//! 16-21 MB in one `brk`, 1-3 ms in one drop at a million sleeps. So a
+//! wheel past 64 chunks frees none itself: what it lets go of goes to the
+//! function its owner set (`Wheel::free_with`), and the driver's frees it
+//! on a thread of the crate's (`slots/hand_off.rs`, `driver/elsewhere.rs`).
 //!
 //! # Generations survive
 //!
@@ -47,10 +47,14 @@
 //! the new entry. (A per-slot generation, kept in the vacant slot, would be
 //! lost with the chunk and restart, and a stale key could then match.)
 
+use super::entry::Entry;
 use super::level::Level;
 #[cfg(test)]
 use super::slots::CHUNK;
 use super::Wheel;
+
+/// What a big wheel lets go of ([`Wheel::free_with`]).
+pub(crate) type Freed<T> = super::slots::Freed<Entry<T>>;
 
 /// Slots per chunk of the slab, and what an empty wheel keeps (4 in
 /// tests, 1024 otherwise).
@@ -82,6 +86,12 @@ impl<T> Wheel<T> {
         if self.entries.is_empty() && self.entries.can_release() {
             self.emptied();
         }
+    }
+
+    /// Sets what frees the slab's chunks once it has grown big, from now on
+    /// (`slots/hand_off.rs`): the driver's frees them on another thread.
+    pub(crate) fn free_with(&mut self, free: fn(Freed<T>)) {
+        self.entries.free_with(free);
     }
 
     /// The wheel has just emptied and grew past chunk 0: give back what a

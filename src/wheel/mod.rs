@@ -43,6 +43,7 @@ pub use entry::Key;
 use entry::{Entry, Place, NIL};
 use level::{level_for, max_levels, slot_for, slot_start, Level};
 use list::List;
+pub(crate) use memory::Freed;
 #[cfg(test)]
 use memory::TRIM_FLOOR;
 use slots::Slots;
@@ -89,7 +90,9 @@ const _: () = assert!(MAX_SLOTS <= 1 << 16);
 /// is empty it holds at most one chunk and one level; while entries are
 /// live, it holds the chunks that have one. Entries are never moved (their
 /// keys are held outside), so one long-lived entry holds its chunk until it
-/// goes. The policy and its costs are in `memory.rs`.
+/// goes. Past 64 chunks the wheel frees none itself: its owner says
+/// where they are freed (`free_with`). The policy and
+/// its costs are in `memory.rs`.
 #[derive(Debug)]
 pub struct Wheel<T> {
     entries: Slots<Entry<T>>,

@@ -37,7 +37,9 @@
 //! 0 empties, everything goes (at most three chunks: the spare, the one
 //! just emptied and chunk 0); one that never did keeps chunk 0, at most
 //! `CHUNK` slots. A queue's wheel (`gives_back` false) keeps what it has
-//! until its owner calls [`Slots::shrink_to_fit`].
+//! until its owner calls [`Slots::shrink_to_fit`]. A slab past 64 chunks
+//! frees nothing itself, but hands what it lets go of to its owner's
+//! function (`hand_off.rs`).
 //!
 //! # Cost per call
 //!
@@ -65,8 +67,10 @@ use slab::Slab;
 
 use super::entry::NIL;
 use directory::Directory;
+pub(crate) use hand_off::Freed;
 
 mod directory;
+mod hand_off;
 mod resize;
 
 /// Slots per chunk, as a shift. Tests use tiny chunks, so that small wheels
@@ -106,6 +110,9 @@ pub(crate) struct Slots<T> {
     allocated: usize,
     /// Marked entries per chunk (see [`Slots::mark`]), as far as any were.
     marked: Vec<u16>,
+    /// Frees what a big slab lets go of (`hand_off.rs`): `drop`, unless
+    /// the owner said otherwise.
+    free: fn(Freed<T>),
 }
 
 impl<T> Slots<T> {
@@ -122,6 +129,7 @@ impl<T> Slots<T> {
             gives_back,
             allocated: 0,
             marked: Vec::new(),
+            free: drop,
         }
     }
 
@@ -275,7 +283,8 @@ impl<T> Slots<T> {
         // The old spare may have taken entries since (it is then no spare).
         if old != NIL as usize && old != c && self.chunks[old].is_empty() {
             self.allocated -= self.chunks[old].capacity();
-            self.chunks[old] = Slab::new();
+            let chunk = std::mem::take(&mut self.chunks[old]);
+            self.let_go(chunk);
         }
     }
 
@@ -316,13 +325,14 @@ impl<T> Slots<T> {
     }
 
     /// For an empty slab that [`can_release`](Slots::can_release): frees
-    /// everything. Every chunk above 0 is already released but the spare
-    /// and the one just emptied, so this frees at most three chunks and
-    /// drops the directory (a header per chunk).
+    /// everything, or hands it off (`hand_off.rs`). Every chunk above 0 is
+    /// already released but the spare and the one just emptied, so this
+    /// frees at most three chunks and drops the directory (a header per
+    /// chunk).
     pub(crate) fn release_all(&mut self) {
         debug_assert_eq!(self.len, 0);
         debug_assert!(self.can_release());
-        *self = Slots::new(true);
+        self.let_go_all();
     }
 
     /// Occupied slots and their indices, lowest first.

@@ -1,7 +1,9 @@
 //! The chunked slab (`slots/`): finding room, freeing chunks, a queue's
 //! reserve, shrink and compact.
 
+use super::hand_off::HAND_OFF;
 use super::*;
+use crate::wheel::entry::Entry;
 
 fn filled(n: usize) -> Slots<usize> {
     let mut slots = Slots::new(true);
@@ -301,4 +303,64 @@ fn iteration_yields_each_entry_with_its_own_index() {
     assert_eq!(seen, expected);
     let seen_mut: Vec<(usize, usize)> = slots.iter_mut().map(|(i, v)| (i, *v)).collect();
     assert_eq!(seen_mut, expected);
+}
+
+thread_local! {
+    /// Chunks with memory that `count` was handed: one at a time, and in
+    /// whole slabs.
+    static HANDED: std::cell::Cell<(usize, usize)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+fn count(freed: Freed<usize>) {
+    let (one, whole) = HANDED.get();
+    match freed {
+        Freed::Chunk(_) => HANDED.set((one + freed.chunks(), whole)),
+        Freed::Slab(_) => HANDED.set((one, whole + freed.chunks())),
+    }
+}
+
+/// Drains `slots` from the top down, releasing it once empty as the wheel
+/// does; what `count` was handed.
+fn drained(mut slots: Slots<usize>) -> (usize, usize) {
+    HANDED.set((0, 0));
+    slots.free_with(count);
+    for i in (0..slots.chunks.len() * CHUNK).rev() {
+        slots.remove(i);
+        slots.assert_invariants();
+    }
+    assert!(slots.can_release());
+    slots.release_all();
+    assert_eq!((slots.capacity(), slots.chunks.len()), (0, 1));
+    HANDED.get()
+}
+
+#[test]
+fn a_big_slab_hands_what_it_lets_go_of_to_its_free_and_a_small_one_frees_it() {
+    // At `HAND_OFF` chunks: every chunk freed in place.
+    assert_eq!(drained(filled(HAND_OFF * CHUNK)), (0, 0));
+    // One more: each old spare is handed over as it goes (all but the
+    // last spare and chunk 0), then the slab with those two.
+    assert_eq!(drained(filled((HAND_OFF + 1) * CHUNK)), (HAND_OFF - 1, 2));
+    // The emptied slab keeps its `free`: grown big again, it hands over.
+    let mut slots = filled((HAND_OFF + 1) * CHUNK);
+    slots.free_with(count);
+    for i in (0..slots.chunks.len() * CHUNK).rev() {
+        slots.remove(i);
+    }
+    slots.release_all();
+    HANDED.set((0, 0));
+    for i in 0..(HAND_OFF + 1) * CHUNK {
+        slots.insert(i);
+    }
+    for i in (0..(HAND_OFF + 1) * CHUNK).rev() {
+        slots.remove(i);
+    }
+    slots.release_all();
+    assert_eq!(HANDED.get(), (HAND_OFF - 1, 2));
+}
+
+#[test]
+fn what_a_slab_hands_over_fits_in_a_chunks_header() {
+    // The driver's queue of hand-offs holds 4,096 of them (`elsewhere.rs`).
+    assert!(std::mem::size_of::<Freed<Entry<crate::driver::job::Job>>>() <= 48);
 }

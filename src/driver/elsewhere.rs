@@ -1,0 +1,113 @@
+//! What a big wheel lets go of is freed on a thread of the crate's own, so
+//! that glibc handing tens of megabytes back to the system (`brk`,
+//! milliseconds of kernel time) delays neither the call that let it go nor
+//! anything waiting on the shard's lock. Why a `free` can cost that, and
+//! which wheels hand memory off, is in `wheel/slots/hand_off.rs`.
+//!
+//! One thread for the process, `wheel-free`, started by the first
+//! hand-off, which only frees (nothing handed to it is live, so no
+//! destructor of the user's runs there) and otherwise sleeps on a bounded
+//! channel. A hand-off is a `try_send` on that channel: no allocation, and
+//! a wake-up of the thread, at most once per emptied chunk (1,024
+//! removals). Where the thread cannot be started, or is [`BEHIND`]
+//! hand-offs behind, the memory is freed where it was let go of, as before.
+//!
+//! Not tokio's blocking pool: a manual timer hands off too, a
+//! `TestRuntime`'s clock would count its threads as running, and starting
+//! one, or failing to, would come once a batch instead of once.
+//!
+//! What this does not remove: while the thread hands memory back, it holds
+//! the allocator's lock of the arena the memory came from, so a `malloc`
+//! elsewhere that misses its thread's cache on that arena waits for it.
+//! The cost has left the timer's calls and its lock, not the process.
+
+use std::sync::{Condvar, Mutex, OnceLock};
+use std::time::Duration;
+
+use super::job::Job;
+use crate::wheel::Freed;
+
+/// Hand-offs that may wait for the thread; one more is freed in place.
+/// A wheel's chunks can empty faster than the thread frees them (in a
+/// random order the last thousandth of a burst empties most of them) while
+/// a `free` hands memory back: room for 4,096 (a wheel of 4 Mi entries
+/// emptying at once), 48 bytes each, allocated with the thread, twice.
+const ROOM: usize = 4096;
+
+/// Hand-offs that wake the thread: fewer wait for it, at most [`LINGER`].
+const WAKE_AT: usize = 16;
+
+/// How long a hand-off may wait for the thread without waking it.
+const LINGER: Duration = Duration::from_millis(100);
+
+/// What waits for the thread, and the thread's bell.
+struct Queue {
+    waiting: Mutex<Vec<Freed<Job>>>,
+    bell: Condvar,
+}
+
+/// The queue, once the thread has started; `None` if it could not.
+static QUEUE: OnceLock<Option<&'static Queue>> = OnceLock::new();
+
+/// Frees `freed` on the `wheel-free` thread, or here if it cannot.
+#[cold]
+#[inline(never)]
+pub(super) fn free_elsewhere(freed: Freed<Job>) {
+    let Some(queue) = QUEUE.get_or_init(start) else {
+        return;
+    };
+    // Poisoned (nothing panics while holding it) or full: freed here.
+    let Ok(mut waiting) = queue.waiting.lock() else {
+        return;
+    };
+    if waiting.len() == ROOM {
+        return;
+    }
+    waiting.push(freed);
+    // The first wakes the thread to wait for the rest; a batch, to free.
+    if waiting.len() == 1 || ready(&waiting) {
+        queue.bell.notify_one();
+    }
+}
+
+/// Whether what waits is worth waking the thread at once: a batch, or a
+/// whole wheel's.
+fn ready(waiting: &[Freed<Job>]) -> bool {
+    waiting.len() >= WAKE_AT || waiting.iter().any(|f| matches!(f, Freed::Slab(_)))
+}
+
+/// Starts the thread; `None` if the system would not.
+fn start() -> Option<&'static Queue> {
+    let queue: &'static Queue = Box::leak(Box::new(Queue {
+        waiting: Mutex::new(Vec::with_capacity(ROOM)),
+        bell: Condvar::new(),
+    }));
+    std::thread::Builder::new()
+        .name("wheel-free".into())
+        // Freeing needs little stack.
+        .stack_size(64 * 1024)
+        .spawn(move || free_forever(queue))
+        .ok()?;
+    Some(queue)
+}
+
+/// The thread: sleeps until something waits, gives it [`LINGER`] to make
+/// a batch, frees it, and sleeps again. It swaps its empty vector for the
+/// queue's, so that neither side allocates.
+fn free_forever(queue: &Queue) -> Option<()> {
+    let mut taken = Vec::with_capacity(ROOM);
+    let mut waiting = queue.waiting.lock().ok()?;
+    loop {
+        waiting = queue.bell.wait_while(waiting, |w| w.is_empty()).ok()?;
+        if !ready(&waiting) {
+            let linger = queue
+                .bell
+                .wait_timeout_while(waiting, LINGER, |w| !ready(w));
+            waiting = linger.ok()?.0;
+        }
+        std::mem::swap(&mut *waiting, &mut taken);
+        drop(waiting);
+        taken.clear();
+        waiting = queue.waiting.lock().ok()?;
+    }
+}
