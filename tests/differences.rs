@@ -111,6 +111,46 @@ fn each_timer_runs_a_task_that_runtime_metrics_count() {
     });
 }
 
+/// The names of this process's threads (Linux: `/proc/self/task`).
+#[cfg(target_os = "linux")]
+fn thread_names() -> Vec<String> {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .map(|name| name.trim().to_owned())
+        .collect()
+}
+
+/// A timer that held over 64 chunks of 1,024 timers frees what it lets go
+/// of on a thread of the crate's, `wheel-free`, started by the first such
+/// timer in the process and kept (tokio's timers start none). In a child
+/// process of its own, so that no other test has started it.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_timer_past_65536_pending_frees_memory_on_a_thread_of_its_own() {
+    const CHILD: &str = "WHEEL_FREE_THREAD_CHILD";
+    if !common::in_a_child(CHILD, &[]) {
+        return;
+    }
+    let _guard = common::guard();
+    let is_ours = |name: &String| name == "wheel-free";
+    paused_rt().block_on(async {
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut sleeps: Vec<_> = (0..70_000).map(|_| wheel::sleep(ms(1_000))).collect();
+        for sleep in sleeps.iter_mut() {
+            assert!(Pin::new(sleep).poll(&mut cx).is_pending());
+        }
+        assert!(!thread_names().iter().any(is_ours), "none before");
+        drop(sleeps);
+        // The thread names itself as it starts.
+        let start = std::time::Instant::now();
+        while !thread_names().iter().any(is_ours) {
+            assert!(start.elapsed() < Duration::from_secs(30), "{:?}", thread_names());
+            std::thread::sleep(ms(1));
+        }
+    });
+}
+
 /// tokio-util's `DelayQueue` sleeps until its next entry's deadline. This
 /// one sleeps until its wheel's next expiration, which for an entry beyond
 /// the first level is the start of the entry's slot: the task is woken

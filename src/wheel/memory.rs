@@ -20,9 +20,9 @@
 //!   slab up to it.
 //!
 //! No call frees more than one chunk (three, and the directory, if it
-//! empties the wheel; none, past 64 chunks, see below), and no insert allocates more than one chunk or a
-//! doubling of chunk 0 or of the chunk directory (40 bytes and a bit per
-//! chunk); nothing is walked. A flush of discarded entries (`discard.rs`) is up to
+//! empties the wheel; past 64 chunks, none: see below), and no insert
+//! allocates more than one chunk or a doubling of chunk 0 or of the chunk
+//! directory (40 bytes and a bit per chunk); nothing is walked. A flush of discarded entries (`discard.rs`) is up to
 //! `BATCH` removals but empties at most one chunk, and dropping the
 //! directory when the wheel empties visits one 40-byte header per chunk (a
 //! microsecond at a million timers).
