@@ -145,7 +145,11 @@ fn a_timer_past_65536_pending_frees_memory_on_a_thread_of_its_own() {
         // The thread names itself as it starts.
         let start = std::time::Instant::now();
         while !thread_names().iter().any(is_ours) {
-            assert!(start.elapsed() < Duration::from_secs(30), "{:?}", thread_names());
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "{:?}",
+                thread_names()
+            );
             std::thread::sleep(ms(1));
         }
     });

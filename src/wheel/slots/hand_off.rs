@@ -56,6 +56,12 @@ pub(crate) enum Freed<T> {
 }
 
 impl<T> Freed<T> {
+    /// A whole slab's hand-off, of an empty one.
+    #[cfg(test)]
+    pub(crate) fn empty_slab() -> Freed<T> {
+        Freed::Slab(Box::new(Slots::new(true)))
+    }
+
     /// Chunks it holds memory for.
     #[cfg(test)]
     pub(crate) fn chunks(&self) -> usize {
