@@ -212,7 +212,6 @@ pub fn in_a_child(child: &str, args: &[&str]) -> bool {
     false
 }
 
-/// A deterministic pseudo-random stream (splitmix64).
 /// Runs this test alone again in a child process of the same test binary,
 /// with `envs` set, and returns its output once it has checked that the
 /// child ran exactly this one test (a name that matched nothing would pass
@@ -233,6 +232,7 @@ pub fn rerun_alone(envs: &[(&str, &str)], args: &[&str]) -> std::process::Output
     out
 }
 
+/// A deterministic pseudo-random stream (splitmix64).
 pub fn splitmix(state: &mut u64) -> u64 {
     *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
     let mut z = *state;
