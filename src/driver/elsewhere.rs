@@ -46,16 +46,22 @@ struct Queue {
     bell: Condvar,
 }
 
-/// The queue, once the thread has started; `None` if it could not.
-static QUEUE: OnceLock<Option<&'static Queue>> = OnceLock::new();
+/// The queue and the process whose thread serves it, once the thread has
+/// started; `None` if it could not.
+static QUEUE: OnceLock<Option<(&'static Queue, u32)>> = OnceLock::new();
 
 /// Frees `freed` on the `wheel-free` thread, or here if it cannot.
 #[cold]
 #[inline(never)]
 pub(super) fn free_elsewhere(freed: Freed<Job>) {
-    let Some(queue) = QUEUE.get_or_init(start) else {
+    let Some((queue, pid)) = *QUEUE.get_or_init(start) else {
         return;
     };
+    // A child forked since has no such thread: what it queued would wait
+    // for ever (and a fork during the thread's swap left the lock held).
+    if std::process::id() != pid {
+        return;
+    }
     // Poisoned (nothing panics while holding it) or full: freed here.
     let Ok(mut waiting) = queue.waiting.lock() else {
         return;
@@ -77,7 +83,7 @@ fn ready(waiting: &[Freed<Job>]) -> bool {
 }
 
 /// Starts the thread; `None` if the system would not.
-fn start() -> Option<&'static Queue> {
+fn start() -> Option<(&'static Queue, u32)> {
     let queue: &'static Queue = Box::leak(Box::new(Queue {
         waiting: Mutex::new(Vec::with_capacity(ROOM)),
         bell: Condvar::new(),
@@ -88,7 +94,7 @@ fn start() -> Option<&'static Queue> {
         .stack_size(64 * 1024)
         .spawn(move || free_forever(queue))
         .ok()?;
-    Some(queue)
+    Some((queue, std::process::id()))
 }
 
 /// The thread: sleeps until something waits, gives it [`LINGER`] to make
