@@ -69,9 +69,16 @@ pub(super) fn free_elsewhere(freed: Freed<Job>) {
     if waiting.len() == ROOM {
         return;
     }
+    let whole = matches!(freed, Freed::Slab(_));
     waiting.push(freed);
     // The first wakes the thread to wait for the rest; a batch, to free.
-    if waiting.len() == 1 || ready(&waiting) {
+    // Only as it becomes ready: past that the thread takes them without
+    // another (a `notify_one` is a `futex` call, waiter or not), whether it
+    // waits, and checks, or is freeing, and checks when done.
+    let len = waiting.len();
+    if len == 1 || len == WAKE_AT || whole {
+        #[cfg(test)]
+        tests::RINGS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         queue.bell.notify_one();
     }
 }
@@ -115,5 +122,85 @@ fn free_forever(queue: &Queue) -> Option<()> {
         drop(waiting);
         taken.clear();
         waiting = queue.waiting.lock().ok()?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Mutex;
+    use std::task::Waker;
+    use std::time::{Duration, Instant};
+
+    use super::super::job::Job;
+    use super::{free_elsewhere, WAKE_AT};
+    use crate::wheel::{freed_holding, Freed};
+
+    /// Times a hand-off notified the thread.
+    pub(super) static RINGS: AtomicUsize = AtomicUsize::new(0);
+
+    /// Held by the test: the thread, freeing the waker below, waits for it.
+    static GATE: Mutex<()> = Mutex::new(());
+    /// The thread is inside that wait.
+    static STUCK: AtomicBool = AtomicBool::new(false);
+
+    /// A waker whose drop waits for [`GATE`].
+    struct Stuck;
+
+    impl std::task::Wake for Stuck {
+        fn wake(self: std::sync::Arc<Self>) {}
+    }
+
+    impl Drop for Stuck {
+        fn drop(&mut self) {
+            STUCK.store(true, Ordering::SeqCst);
+            drop(GATE.lock());
+        }
+    }
+
+    fn empty_chunk() -> Freed<Job> {
+        crate::wheel::Freed::<Job>::Chunk(slab::Slab::new())
+    }
+
+    /// While the thread frees a batch, hand-offs pile up: they notify it
+    /// once (the first) and once 16 wait, not at every one past 16 (a
+    /// `futex` call each, under the shard's lock).
+    #[test]
+    fn hand_offs_waiting_for_a_busy_thread_ring_for_it_twice() {
+        // Alone in a process: other tests' big wheels hand off too.
+        if std::env::var_os("WHEEL_ELSEWHERE_CHILD").is_none() {
+            let out = std::process::Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", "driver::elsewhere::tests::hand_offs_waiting_for_a_busy_thread_ring_for_it_twice"])
+                .env("WHEEL_ELSEWHERE_CHILD", "1")
+                .output()
+                .unwrap();
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                stdout.contains("1 passed"),
+                "{stdout}{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            return;
+        }
+        let gate = GATE.lock().unwrap();
+        // A live waker, as no wheel hands over, keeps the thread busy.
+        free_elsewhere(freed_holding(Job::Wake(Waker::from(std::sync::Arc::new(
+            Stuck,
+        )))));
+        for _ in 1..WAKE_AT {
+            free_elsewhere(empty_chunk());
+        }
+        let start = Instant::now();
+        while !STUCK.load(Ordering::SeqCst) {
+            assert!(start.elapsed() < Duration::from_secs(10), "never freed");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let before = RINGS.load(Ordering::SeqCst);
+        for _ in 0..100 {
+            free_elsewhere(empty_chunk());
+        }
+        let rang = RINGS.load(Ordering::SeqCst) - before;
+        drop(gate);
+        assert_eq!(rang, 2, "100 hand-offs to a busy thread rang {rang} times");
     }
 }

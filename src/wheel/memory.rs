@@ -56,6 +56,22 @@ use super::Wheel;
 /// What a big wheel lets go of ([`Wheel::free_with`]).
 pub(crate) type Freed<T> = super::slots::Freed<Entry<T>>;
 
+/// A chunk holding `value` live, as no wheel hands one over: for tests of
+/// whoever frees it.
+#[cfg(test)]
+pub(crate) fn freed_holding<T>(value: T) -> Freed<T> {
+    let mut chunk = slab::Slab::new();
+    chunk.insert(Entry {
+        deadline: 0,
+        prev: super::entry::NIL,
+        next: super::entry::NIL,
+        generation: 0,
+        place: super::entry::Place::Unlinked,
+        value,
+    });
+    super::slots::Freed::Chunk(chunk)
+}
+
 /// Slots per chunk of the slab, and what an empty wheel keeps (4 in
 /// tests, 1024 otherwise).
 #[cfg(test)]

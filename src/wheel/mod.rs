@@ -43,6 +43,8 @@ pub use entry::Key;
 use entry::{Entry, Place, NIL};
 use level::{level_for, max_levels, slot_for, slot_start, Level};
 use list::List;
+#[cfg(test)]
+pub(crate) use memory::freed_holding;
 pub(crate) use memory::Freed;
 #[cfg(test)]
 use memory::TRIM_FLOOR;
