@@ -6,11 +6,14 @@
 //!
 //! One thread for the process, `wheel-free`, started by the first
 //! hand-off, which only frees (nothing handed to it is live, so no
-//! destructor of the user's runs there) and otherwise sleeps on a bounded
-//! channel. A hand-off is a `try_send` on that channel: no allocation, and
-//! a wake-up of the thread, at most once per emptied chunk (1,024
-//! removals). Where the thread cannot be started, or is [`BEHIND`]
-//! hand-offs behind, the memory is freed where it was let go of, as before.
+//! destructor of the user's runs there) and otherwise sleeps on a queue of
+//! [`ROOM`] preallocated places. A hand-off is a push: no allocation, and
+//! a wake-up of the thread by the first of a batch (it then waits up to
+//! [`LINGER`] for more) and by the one that makes it ready ([`WAKE_AT`]
+//! waiting, or a whole slab). Where the thread cannot be started, the queue
+//! is full, or the process was forked since the thread started (the child
+//! has no such thread), the memory is freed where it was let go of, as
+//! before.
 //!
 //! Not tokio's blocking pool: a manual timer hands off too, a
 //! `TestRuntime`'s clock would count its threads as running, and starting
@@ -18,8 +21,9 @@
 //!
 //! What this does not remove: while the thread hands memory back, it holds
 //! the allocator's lock of the arena the memory came from, so a `malloc`
-//! elsewhere that misses its thread's cache on that arena waits for it.
-//! The cost has left the timer's calls and its lock, not the process.
+//! elsewhere that misses its thread's cache on that arena waits for it:
+//! a timer call that allocates a chunk, too. The cost has left the calls
+//! that free, not the process.
 
 use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::Duration;
@@ -31,7 +35,8 @@ use crate::wheel::Freed;
 /// A wheel's chunks can empty faster than the thread frees them (in a
 /// random order the last thousandth of a burst empties most of them) while
 /// a `free` hands memory back: room for 4,096 (a wheel of 4 Mi entries
-/// emptying at once), 48 bytes each, allocated with the thread, twice.
+/// emptying at once), 40 bytes each (a chunk's header), allocated with the
+/// thread, twice.
 const ROOM: usize = 4096;
 
 /// Hand-offs that wake the thread: fewer wait for it, at most [`LINGER`].

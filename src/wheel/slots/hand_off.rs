@@ -22,8 +22,9 @@
 //! A slab that has grown past [`HAND_OFF`] chunks (64 Ki entries, 2.5 MiB
 //! of chunks; its directory only shrinks when the slab empties) frees no
 //! chunk itself: a chunk it lets go of (the old spare, see the module
-//! docs), and the whole slab once it empties (its directory, the spare and
-//! chunk 0), go to its `free` function as a [`Freed`]. That is `drop`
+//! docs), and the whole slab once it empties (its directory and what
+//! chunks it kept: the spare, the one just emptied and chunk 0), go to its
+//! `free` function as a [`Freed`]. That is `drop`
 //! unless the owner set another ([`Wheel::free_with`]); the driver's sends
 //! them to a thread that frees them (`driver/elsewhere.rs`). A smaller slab
 //! frees in place, as it always did: the stretch its own frees can hand
