@@ -371,3 +371,36 @@ fn a_forked_childs_big_wheel_still_frees_its_chunks() {
     assert_eq!(unsafe { waitpid(pid, &mut status, 0) }, pid);
     assert_eq!(status, 0, "the forked child's chunks were never freed");
 }
+
+/// A level first needed late in a burst (here by its last sleep) lies above
+/// the burst's chunks; freed in the drop that empties the wheel, after the
+/// `wheel-free` thread had freed the chunks below it, it handed them back
+/// to the system itself (strace: a 1.3 MB `madvise` in that drop, at
+/// 4,096 slots a level; up to the whole burst, in another order). So a big
+/// wheel's emptied levels go the way of its chunks.
+#[test]
+fn the_drop_that_empties_a_big_wheel_frees_no_level_on_its_own_thread() {
+    let timer = Timer::builder()
+        .manual()
+        .slots_per_level(4096)
+        .build()
+        .unwrap();
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut sleeps: Vec<Sleep> = (0..100_000)
+        .map(|i| timer.sleep(Duration::from_millis(1 + i % 4000)))
+        .collect();
+    // Ten hours: two more levels of 32 KiB each.
+    sleeps.push(timer.sleep(Duration::from_secs(36_000)));
+    for sleep in &mut sleeps {
+        assert!(Pin::new(sleep).poll(&mut cx).is_pending());
+    }
+    assert_eq!(timer.stats().levels, 3);
+    let last = sleeps.remove(0);
+    drop(sleeps);
+    let (_, freed) = work_of(|| drop(last));
+    assert_eq!(timer.stats().levels, 1);
+    assert!(
+        freed < CHUNK_BYTES,
+        "the last drop freed {freed} bytes on its own thread"
+    );
+}

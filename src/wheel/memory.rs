@@ -115,10 +115,13 @@ impl<T> Wheel<T> {
     #[cold]
     #[inline(never)]
     fn emptied(&mut self) {
-        self.entries.release_all();
+        // Levels first: a big slab hands them off too, until it is released.
         while self.levels.len() > 1 && self.levels.last().is_some_and(Level::is_empty) {
-            self.levels.pop();
+            if let Some(level) = self.levels.pop() {
+                self.entries.let_go_level(level);
+            }
         }
         self.levels.shrink_to_fit();
+        self.entries.release_all();
     }
 }

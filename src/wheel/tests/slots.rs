@@ -316,6 +316,8 @@ fn count(freed: Freed<usize>) {
     match freed {
         Freed::Chunk(_) => HANDED.set((one + freed.chunks(), whole)),
         Freed::Slab(_) => HANDED.set((one, whole + freed.chunks())),
+        // Only a wheel has levels.
+        Freed::Level(_) => unreachable!("a slab alone handed over a level"),
     }
 }
 
