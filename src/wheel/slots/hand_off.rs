@@ -28,8 +28,11 @@
 //! empty with it. That is `drop`
 //! unless the owner set another ([`Wheel::free_with`]); the driver's sends
 //! them to a thread that frees them (`driver/elsewhere.rs`). A smaller slab
-//! frees in place, as it always did: the stretch its own frees can hand
-//! back is at most `HAND_OFF` chunks.
+//! frees in place, as it always did: what its own frees leave free is at
+//! most `HAND_OFF` chunks. (A free at the top still hands back all that
+//! lies free below it, whoever freed it: a small wheel's chunk allocated
+//! above a big wheel's can hand back the big wheel's, as any other
+//! allocation of the process can.)
 //!
 //! [`Wheel::free_with`]: crate::wheel::Wheel::free_with
 
