@@ -64,7 +64,11 @@ pub struct Stats {
     /// frees more than a few chunks. New entries take the lowest free
     /// slot. Entries never move, so a live timer holds its chunk until it
     /// completes or is dropped. When the timer has no entries left it is
-    /// at most 1024, and zero after any burst larger than that.
+    /// at most 1024, and zero after any burst larger than that. A slab
+    /// past 64 chunks hands what it lets go of (and the levels that empty
+    /// with it) to the crate's `wheel-free` thread, which frees it soon
+    /// after (0.1 s at most once it is done with what it was freeing): it
+    /// leaves this count at once, the process a little later.
     pub allocated_entries: usize,
     /// Heap bytes of the wheel's levels (8 bytes per slot per level, plus
     /// occupancy bitmaps). Levels are allocated when a deadline first needs

@@ -310,3 +310,97 @@ fn no_schedule_or_cancel_of_300_000_callbacks_allocates_or_frees_more_than_a_few
     assert!(freed <= BOUND, "cancel #{at} freed {freed} bytes");
     assert_eq!(timer.stats().allocated_entries, 0);
 }
+
+#[cfg(target_os = "linux")]
+unsafe extern "C" {
+    fn fork() -> i32;
+    fn waitpid(pid: i32, status: *mut i32, options: i32) -> i32;
+    fn _exit(status: i32) -> !;
+}
+
+/// A big wheel's registered sleeps on a manual timer, dropped: its chunks
+/// are let go of (hand-offs, past 64 chunks); the bytes of chunks.
+fn burst_dropped(timer: &Timer) -> usize {
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut sleeps: Vec<Sleep> = (0..100_000)
+        .map(|i| timer.sleep(Duration::from_secs(1 + i % 100)))
+        .collect();
+    for sleep in &mut sleeps {
+        assert!(Pin::new(sleep).poll(&mut cx).is_pending());
+    }
+    let chunks = timer.stats().allocated_entries * 40;
+    drop(sleeps);
+    chunks
+}
+
+/// A process forked after the `wheel-free` thread started has no such
+/// thread: what its big wheels let go of waited in the queue for ever
+/// (up to 4,096 chunks, 160 MiB), and was then freed in place.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_forked_childs_big_wheel_still_frees_its_chunks() {
+    // Alone in a process, so that the fork copies no other test's state.
+    if !common::in_a_child("WHEEL_FORKED_CHILD", &[]) {
+        return;
+    }
+    // Starts the thread.
+    burst_dropped(&Timer::builder().manual().build().unwrap());
+    // SAFETY: the child only allocates, frees and exits; no other thread
+    // of this process holds a lock it takes (the queue's is held only
+    // for a swap, which a fork mid-swap would wedge: the fix avoids it).
+    let pid = unsafe { fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let freed = FREED_ANYWHERE.load(Ordering::Relaxed);
+        let chunks = burst_dropped(&Timer::builder().manual().build().unwrap());
+        let start = Instant::now();
+        let done = loop {
+            if FREED_ANYWHERE.load(Ordering::Relaxed) - freed >= chunks {
+                break true;
+            }
+            if start.elapsed() > Duration::from_secs(5) {
+                break false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        // SAFETY: ends the child at once, running nothing of the parent's.
+        unsafe { _exit(if done { 0 } else { 1 }) }
+    }
+    let mut status = 0;
+    // SAFETY: `pid` is this process's child; `status` is a valid place.
+    assert_eq!(unsafe { waitpid(pid, &mut status, 0) }, pid);
+    assert_eq!(status, 0, "the forked child's chunks were never freed");
+}
+
+/// A level first needed late in a burst (here by its last sleep) lies above
+/// the burst's chunks; freed in the drop that empties the wheel, after the
+/// `wheel-free` thread had freed the chunks below it, it handed them back
+/// to the system itself (strace: a 1.3 MB `madvise` in that drop, at
+/// 4,096 slots a level; up to the whole burst, in another order). So a big
+/// wheel's emptied levels go the way of its chunks.
+#[test]
+fn the_drop_that_empties_a_big_wheel_frees_no_level_on_its_own_thread() {
+    let timer = Timer::builder()
+        .manual()
+        .slots_per_level(4096)
+        .build()
+        .unwrap();
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut sleeps: Vec<Sleep> = (0..100_000)
+        .map(|i| timer.sleep(Duration::from_millis(1 + i % 4000)))
+        .collect();
+    // Ten hours: two more levels of 32 KiB each.
+    sleeps.push(timer.sleep(Duration::from_secs(36_000)));
+    for sleep in &mut sleeps {
+        assert!(Pin::new(sleep).poll(&mut cx).is_pending());
+    }
+    assert_eq!(timer.stats().levels, 3);
+    let last = sleeps.remove(0);
+    drop(sleeps);
+    let (_, freed) = work_of(|| drop(last));
+    assert_eq!(timer.stats().levels, 1);
+    assert!(
+        freed < CHUNK_BYTES,
+        "the last drop freed {freed} bytes on its own thread"
+    );
+}

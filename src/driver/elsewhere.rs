@@ -21,8 +21,10 @@
 //! is freed at the latest [`LINGER`] after it was handed off.
 //!
 //! Where the thread cannot be started, the queue is full (the thread is
-//! [`ROOM`] behind) or its lock poisoned, the memory is freed where it was
-//! let go of, as before.
+//! [`ROOM`] behind) or its lock poisoned, or the process was forked since
+//! the thread started (the child has no such thread: what it queued would
+//! wait for ever, and a fork during the thread's swap leaves the lock
+//! held), the memory is freed where it was let go of, as before.
 //!
 //! Not tokio's blocking pool: a manual timer hands off too, a
 //! `TestRuntime`'s clock would count its threads as running, and a task
@@ -30,8 +32,9 @@
 //!
 //! What this does not remove: while the thread hands memory back, it holds
 //! the allocator's lock of the arena the memory came from, so a `malloc`
-//! elsewhere that misses its thread's cache on that arena waits for it.
-//! The cost has left the timer's calls and its lock, not the process.
+//! elsewhere that misses its thread's cache on that arena waits for it: a
+//! timer call that allocates a chunk, too. The cost has left the calls
+//! that free, not the process.
 
 use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::Duration;
@@ -43,8 +46,8 @@ use crate::wheel::Freed;
 /// wheel's chunks can empty faster than the thread frees them (in a random
 /// order the last thousandth of a burst empties most of them) while a
 /// `free` hands memory back: room for 4,096 (a wheel of 4 Mi entries
-/// emptying at once), at most 48 bytes each, allocated with the thread,
-/// twice.
+/// emptying at once), 40 bytes each (a chunk's header), allocated with
+/// the thread, twice.
 const ROOM: usize = 4096;
 
 /// Chunks that make a batch, which the thread frees at once.
@@ -53,17 +56,22 @@ const WAKE_AT: usize = 16;
 /// How long the thread waits for a batch before it frees what it has.
 const LINGER: Duration = Duration::from_millis(100);
 
-/// The process's thread, once started; `None` if it could not be.
-static THREAD: OnceLock<Option<&'static Freer<Freed<Job>>>> = OnceLock::new();
+/// The process's thread, and the process it was started in.
+type Started = (&'static Freer<Freed<Job>>, u32);
+
+/// The thread, once started; `None` if it could not be.
+static THREAD: OnceLock<Option<Started>> = OnceLock::new();
 
 /// Frees `freed` on the `wheel-free` thread, or here if it cannot.
 #[cold]
 #[inline(never)]
 pub(super) fn free_elsewhere(freed: Freed<Job>) {
-    let thread = THREAD.get_or_init(|| Freer::start(ROOM, LINGER, is_batch));
-    if let Some(thread) = thread {
-        // Refused: dropped, so freed, here.
-        let _ = thread.hand(freed);
+    let started = || Freer::start(ROOM, LINGER, is_batch).map(|f| (f, std::process::id()));
+    if let Some((thread, pid)) = *THREAD.get_or_init(started) {
+        // In a child forked since, dropped here; refused, too.
+        if pid == std::process::id() {
+            let _ = thread.hand(freed);
+        }
     }
 }
 
@@ -91,6 +99,9 @@ struct Freer<T> {
     room: usize,
     linger: Duration,
     is_batch: fn(&[T]) -> bool,
+    /// Times a hand-off rang the bell.
+    #[cfg(test)]
+    rings: std::sync::atomic::AtomicUsize,
 }
 
 impl<T: Send + 'static> Freer<T> {
@@ -102,6 +113,8 @@ impl<T: Send + 'static> Freer<T> {
             room,
             linger,
             is_batch,
+            #[cfg(test)]
+            rings: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
@@ -141,7 +154,11 @@ impl<T: Send + 'static> Freer<T> {
         }
         let before = self.patience(&waiting);
         waiting.push(item);
+        // Not at every hand-off while the patience stays: `notify_one` is a
+        // `futex` call, waiter or not, under the shard's lock.
         if self.patience(&waiting) != before {
+            #[cfg(test)]
+            self.rings.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             self.bell.notify_one();
         }
         Ok(())
@@ -240,6 +257,55 @@ mod tests {
         assert_eq!(count.load(Ordering::SeqCst), 0, "one lingers");
         freer.hand(Tracked(count.clone())).ok().unwrap();
         until(&count, 2);
+    }
+
+    /// A thing to drop whose drop, for one, waits at a gate.
+    enum Item {
+        Counted(Arc<AtomicUsize>),
+        Gated(Arc<std::sync::Mutex<()>>, Arc<AtomicUsize>),
+    }
+
+    impl Drop for Item {
+        fn drop(&mut self) {
+            match self {
+                Item::Counted(count) => drop(count.fetch_add(1, Ordering::SeqCst)),
+                Item::Gated(gate, entered) => {
+                    entered.fetch_add(1, Ordering::SeqCst);
+                    drop(gate.lock());
+                }
+            }
+        }
+    }
+
+    fn two_items_make_a_batch(waiting: &[Item]) -> bool {
+        waiting.len() >= 2
+    }
+
+    /// While the thread is busy freeing, hand-offs pile up: they ring once
+    /// to make it linger and once as they make a batch, not at every one
+    /// (ringing as long as a batch waited: 100 hand-offs rang 100 times).
+    #[test]
+    fn hand_offs_to_a_busy_thread_ring_as_its_patience_changes() {
+        let freer = Freer::start(200, Duration::from_secs(3600), two_items_make_a_batch).unwrap();
+        let count = Arc::new(AtomicUsize::new(0));
+        let entered = Arc::new(AtomicUsize::new(0));
+        let gate = Arc::new(std::sync::Mutex::new(()));
+        let held = gate.lock().unwrap();
+        // A batch whose first drop waits at the gate: the thread is busy.
+        freer
+            .hand(Item::Gated(gate.clone(), entered.clone()))
+            .ok()
+            .unwrap();
+        freer.hand(Item::Counted(count.clone())).ok().unwrap();
+        until(&entered, 1);
+        let before = freer.rings.load(Ordering::SeqCst);
+        for _ in 0..100 {
+            freer.hand(Item::Counted(count.clone())).ok().unwrap();
+        }
+        let rang = freer.rings.load(Ordering::SeqCst) - before;
+        drop(held);
+        assert_eq!(rang, 2, "100 hand-offs to a busy thread rang {rang} times");
+        until(&count, 101);
     }
 
     /// Less than a batch is freed once the linger has passed: the first

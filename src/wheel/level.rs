@@ -89,7 +89,7 @@ pub(crate) fn slot_start(elapsed: u64, level: usize, slot: usize, bits: u32) -> 
 
 /// A level: its slots, and a bitmap of which slots hold entries.
 #[derive(Debug)]
-pub(super) struct Level {
+pub(crate) struct Level {
     slots: Box<[List]>,
     /// Bit `i % 64` of word `i / 64` is set iff `slots[i]` is non-empty.
     occupied: Box<[u64]>,

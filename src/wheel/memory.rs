@@ -54,6 +54,7 @@ use super::slots::CHUNK;
 use super::Wheel;
 
 /// What a big wheel lets go of ([`Wheel::free_with`]).
+#[cfg_attr(loom, allow(dead_code))]
 pub(crate) type Freed<T> = super::slots::Freed<Entry<T>>;
 
 /// Slots per chunk of the slab, and what an empty wheel keeps (4 in
@@ -89,7 +90,9 @@ impl<T> Wheel<T> {
     }
 
     /// Sets what frees the slab's chunks once it has grown big, from now on
-    /// (`slots/hand_off.rs`): the driver's frees them on another thread.
+    /// (`slots/hand_off.rs`): the driver's frees them on another thread
+    /// (not under loom).
+    #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn free_with(&mut self, free: fn(Freed<T>)) {
         self.entries.free_with(free);
     }
@@ -99,10 +102,13 @@ impl<T> Wheel<T> {
     #[cold]
     #[inline(never)]
     fn emptied(&mut self) {
-        self.entries.release_all();
+        // Levels first: a big slab hands them off too, until it is released.
         while self.levels.len() > 1 && self.levels.last().is_some_and(Level::is_empty) {
-            self.levels.pop();
+            if let Some(level) = self.levels.pop() {
+                self.entries.let_go_level(level);
+            }
         }
         self.levels.shrink_to_fit();
+        self.entries.release_all();
     }
 }

@@ -43,6 +43,7 @@ pub use entry::Key;
 use entry::{Entry, Place, NIL};
 use level::{level_for, max_levels, slot_for, slot_start, Level};
 use list::List;
+#[cfg_attr(loom, allow(unused_imports))]
 pub(crate) use memory::Freed;
 #[cfg(test)]
 use memory::TRIM_FLOOR;

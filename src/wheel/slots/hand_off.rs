@@ -22,18 +22,24 @@
 //! A slab that has grown past [`HAND_OFF`] chunks (64 Ki entries, 2.5 MiB
 //! of chunks; its directory only shrinks when the slab empties) frees no
 //! chunk itself: a chunk it lets go of (the old spare, see the module
-//! docs), and the whole slab once it empties (its directory, the spare and
-//! chunk 0), go to its `free` function as a [`Freed`]. That is `drop`
+//! docs), and the whole slab once it empties (its directory and what
+//! chunks it kept: the spare, the one just emptied and chunk 0), go to its
+//! `free` function as a [`Freed`], and so do the wheel's levels that
+//! empty with it. That is `drop`
 //! unless the owner set another ([`Wheel::free_with`]); the driver's sends
 //! them to a thread that frees them (`driver/elsewhere.rs`). A smaller slab
-//! frees in place, as it always did: the stretch its own frees can hand
-//! back is at most `HAND_OFF` chunks.
+//! frees in place, as it always did: what its own frees leave free is at
+//! most `HAND_OFF` chunks. (A free at the top still hands back all that
+//! lies free below it, whoever freed it: a small wheel's chunk allocated
+//! above a big wheel's can hand back the big wheel's, as any other
+//! allocation of the process can.)
 //!
 //! [`Wheel::free_with`]: crate::wheel::Wheel::free_with
 
 use std::mem;
 
 use super::{Chunk, Slots};
+use crate::wheel::level::Level;
 
 /// Chunks a slab may have before it stops freeing them itself. Tests use a
 /// handful, so that small wheels hand off.
@@ -46,18 +52,22 @@ pub(super) const HAND_OFF: usize = 4;
 /// it; nothing in it is live (every value was removed before its chunk was
 /// let go of), so dropping it runs no value's destructor.
 #[derive(Debug)]
-// Held only to be dropped (tests count what it holds).
-#[cfg_attr(not(test), allow(dead_code))]
+// Held only to be dropped (tests count the chunks it holds).
+#[allow(dead_code)]
 pub(crate) enum Freed<T> {
     /// An emptied chunk.
     Chunk(Chunk<T>),
     /// The slab itself, once it emptied: its directory, and what it held.
     Slab(Box<Slots<T>>),
+    /// A level of the wheel, emptied with it: one first needed late in a
+    /// burst lies above the burst's chunks, and its free would hand back
+    /// what their frees left free below it.
+    Level(Level),
 }
 
 impl<T> Freed<T> {
     /// A whole slab's hand-off, of an empty one.
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn empty_slab() -> Freed<T> {
         Freed::Slab(Box::new(Slots::new(true)))
     }
@@ -68,6 +78,7 @@ impl<T> Freed<T> {
         match self {
             Freed::Chunk(chunk) => usize::from(chunk.capacity() > 0),
             Freed::Slab(slab) => slab.chunks.iter().filter(|c| c.capacity() > 0).count(),
+            Freed::Level(_) => 0,
         }
     }
 }
@@ -90,6 +101,14 @@ impl<T> Slots<T> {
         debug_assert!(chunk.is_empty());
         if self.hands_off() {
             (self.free)(Freed::Chunk(chunk));
+        }
+    }
+
+    /// Frees `level`, which the emptied wheel no longer needs, here or
+    /// through `free`, as the slab's chunks.
+    pub(crate) fn let_go_level(&self, level: Level) {
+        if self.hands_off() {
+            (self.free)(Freed::Level(level));
         }
     }
 
