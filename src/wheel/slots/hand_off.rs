@@ -19,17 +19,16 @@
 //!
 //! # The rule
 //!
-//! A slab that has grown past [`HAND_OFF`] chunks (64 Ki entries, 2.5 MiB
+//! A slab that has grown past [`HAND_OFF`] chunks (65,536 entries, 2.5 MiB
 //! of chunks; its directory only shrinks when the slab empties) frees no
 //! chunk itself: a chunk it lets go of (the old spare, see the module
 //! docs), and the whole slab once it empties (its directory and what
 //! chunks it kept: the spare, the one just emptied and chunk 0), go to its
-//! `free` function as a [`Freed`], and so do the wheel's levels that
-//! empty with it. That is `drop`
-//! unless the owner set another ([`Wheel::free_with`]); the driver's sends
-//! them to a thread that frees them (`driver/elsewhere.rs`). A smaller slab
-//! frees in place, as it always did: what its own frees leave free is at
-//! most `HAND_OFF` chunks. (A free at the top still hands back all that
+//! `free` function as a [`Freed`], and so do the wheel's levels that empty
+//! with it. That is `drop` unless the owner set another
+//! ([`Wheel::free_with`]); the driver's sends them to a thread that frees
+//! them (`driver/elsewhere.rs`). A smaller slab frees in place, as it
+//! always did: what its own frees leave free is at most `HAND_OFF` chunks. (A free at the top still hands back all that
 //! lies free below it, whoever freed it: a small wheel's chunk allocated
 //! above a big wheel's can hand back the big wheel's, as any other
 //! allocation of the process can.)
