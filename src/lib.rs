@@ -46,7 +46,10 @@
 //! On a multi-thread runtime a timer is split into shards
 //! ([`Builder::shards`]), each a wheel behind its own lock, and each thread
 //! registers in its own: workers creating and cancelling timeouts at once
-//! do not wait on one another.
+//! do not wait on one another. A wheel that has held over 65,536 timers
+//! frees the memory it lets go of on a thread of the crate's, `wheel-free`
+//! (started once, by the first such wheel), so that no call waits while
+//! the allocator hands tens of megabytes back to the system.
 //!
 //! # Callbacks, shutdown and capacity
 //!
