@@ -404,3 +404,42 @@ fn the_drop_that_empties_a_big_wheel_frees_no_level_on_its_own_thread() {
         "the last drop freed {freed} bytes on its own thread"
     );
 }
+
+thread_local! {
+    static BURST: std::cell::RefCell<Vec<Sleep>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A big wheel's sleeps dropped by a thread-local's destructor as their
+/// thread exits, in a process whose `wheel-free` thread has not started:
+/// the hand-off starts it there.
+#[test]
+fn a_big_wheel_emptied_by_a_thread_locals_destructor_frees_its_chunks() {
+    if !common::in_a_child("WHEEL_TLS_HAND_OFF_CHILD", &[]) {
+        return;
+    }
+    let timer = Timer::builder().manual().build().unwrap();
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut sleeps: Vec<Sleep> = (0..100_000)
+        .map(|i| timer.sleep(Duration::from_secs(1 + i % 100)))
+        .collect();
+    for sleep in &mut sleeps {
+        assert!(Pin::new(sleep).poll(&mut cx).is_pending());
+    }
+    let chunks = timer.stats().allocated_entries * 40;
+    let freed = FREED_ANYWHERE.load(Ordering::Relaxed);
+    std::thread::spawn(move || {
+        BURST.with(|b| *b.borrow_mut() = sleeps);
+        // std's own thread-locals of a spawn, first used after `BURST`,
+        // are destroyed before it.
+        std::thread::spawn(|| {}).join().unwrap();
+    })
+    .join()
+    .unwrap();
+    assert_eq!(timer.stats().allocated_entries, 0);
+    let start = Instant::now();
+    while FREED_ANYWHERE.load(Ordering::Relaxed) - freed < chunks {
+        assert!(start.elapsed() < Duration::from_secs(5), "never freed");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
