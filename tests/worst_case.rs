@@ -26,7 +26,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::task::{Context, Waker};
 use std::time::{Duration, Instant};
 
@@ -50,6 +50,26 @@ fn count(counter: &'static std::thread::LocalKey<Cell<usize>>, bytes: usize) {
     let _ = counter.try_with(|c| c.set(c.get() + bytes));
 }
 
+thread_local! {
+    /// An allocation of this many bytes, on a thread that set it, waits
+    /// until [`RESUME`] (0: none): a test holds a thread there.
+    static PAUSE_AT: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Whether a thread waits in [`PAUSE_AT`]; and what lets it go on.
+static PAUSED: AtomicBool = AtomicBool::new(false);
+static RESUME: AtomicBool = AtomicBool::new(false);
+
+fn pause_if_asked(bytes: usize) {
+    let asked = |at: &Cell<usize>| at.get() == bytes && at.replace(0) == bytes;
+    if PAUSE_AT.try_with(asked).unwrap_or(false) {
+        PAUSED.store(true, Ordering::SeqCst);
+        while !RESUME.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+    }
+}
+
 fn count_freed(bytes: usize) {
     count(&FREED, bytes);
     FREED_ANYWHERE.fetch_add(bytes, Ordering::Relaxed);
@@ -60,6 +80,7 @@ fn count_freed(bytes: usize) {
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         count(&ALLOCATED, layout.size());
+        pause_if_asked(layout.size());
         // SAFETY: the caller's contract, passed on.
         unsafe { System.alloc(layout) }
     }
@@ -316,6 +337,7 @@ unsafe extern "C" {
     fn fork() -> i32;
     fn waitpid(pid: i32, status: *mut i32, options: i32) -> i32;
     fn _exit(status: i32) -> !;
+    fn kill(pid: i32, signal: i32) -> i32;
 }
 
 /// A big wheel's registered sleeps on a manual timer, dropped: its chunks
@@ -402,5 +424,100 @@ fn the_drop_that_empties_a_big_wheel_frees_no_level_on_its_own_thread() {
     assert!(
         freed < CHUNK_BYTES,
         "the last drop freed {freed} bytes on its own thread"
+    );
+}
+
+thread_local! {
+    static BURST: std::cell::RefCell<Vec<Sleep>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A big wheel's sleeps dropped by a thread-local's destructor as their
+/// thread exits, in a process whose `wheel-free` thread has not started:
+/// the hand-off starts it there.
+#[test]
+fn a_big_wheel_emptied_by_a_thread_locals_destructor_frees_its_chunks() {
+    if !common::in_a_child("WHEEL_TLS_HAND_OFF_CHILD", &[]) {
+        return;
+    }
+    let timer = Timer::builder().manual().build().unwrap();
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut sleeps: Vec<Sleep> = (0..100_000)
+        .map(|i| timer.sleep(Duration::from_secs(1 + i % 100)))
+        .collect();
+    for sleep in &mut sleeps {
+        assert!(Pin::new(sleep).poll(&mut cx).is_pending());
+    }
+    let chunks = timer.stats().allocated_entries * 40;
+    let freed = FREED_ANYWHERE.load(Ordering::Relaxed);
+    std::thread::spawn(move || {
+        BURST.with(|b| *b.borrow_mut() = sleeps);
+        // std's own thread-locals of a spawn, first used after `BURST`,
+        // are destroyed before it.
+        std::thread::spawn(|| {}).join().unwrap();
+    })
+    .join()
+    .unwrap();
+    assert_eq!(timer.stats().allocated_entries, 0);
+    let start = Instant::now();
+    while FREED_ANYWHERE.load(Ordering::Relaxed) - freed < chunks {
+        assert!(start.elapsed() < Duration::from_secs(5), "never freed");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A process forked while another of its threads started the `wheel-free`
+/// thread (here held in the allocation of its queue: 4,096 places of 40
+/// bytes) has no such thread, and the start never ends there: the child's
+/// first hand-off waited for ever for it, under its shard's lock.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_child_forked_while_the_wheel_free_thread_starts_still_frees_its_chunks() {
+    const QUEUE_BYTES: usize = 4096 * 40;
+    // Alone in a process, whose wheel-free thread has not started.
+    if !common::in_a_child("WHEEL_FORKED_AT_START_CHILD", &[]) {
+        return;
+    }
+    let starting = std::thread::spawn(|| {
+        PAUSE_AT.with(|at| at.set(QUEUE_BYTES));
+        burst_dropped(&Timer::builder().manual().build().unwrap());
+    });
+    while !PAUSED.load(Ordering::SeqCst) {
+        assert!(!starting.is_finished(), "the queue was never allocated");
+        std::thread::yield_now();
+    }
+    // SAFETY: the child only allocates, frees and exits; the thread held
+    // in the allocator holds none of the system allocator's locks.
+    let pid = unsafe { fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let freed = FREED_ANYWHERE.load(Ordering::Relaxed);
+        let chunks = burst_dropped(&Timer::builder().manual().build().unwrap());
+        let done = FREED_ANYWHERE.load(Ordering::Relaxed) - freed >= chunks;
+        // SAFETY: ends the child at once, running nothing of the parent's.
+        unsafe { _exit(if done { 0 } else { 1 }) }
+    }
+    let mut status = 0;
+    let start = Instant::now();
+    let exited = loop {
+        // SAFETY: `pid` is this process's child; `status` is a valid place.
+        if unsafe { waitpid(pid, &mut status, 1) } == pid {
+            break true;
+        }
+        if start.elapsed() > Duration::from_secs(10) {
+            // SAFETY: as above; SIGKILL ends the hung child.
+            unsafe {
+                kill(pid, 9);
+                waitpid(pid, &mut status, 0);
+            }
+            break false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    RESUME.store(true, Ordering::SeqCst);
+    starting.join().unwrap();
+    assert!(exited, "the forked child hung in its first hand-off");
+    assert_eq!(
+        status, 0,
+        "the forked child's chunks were not freed in place"
     );
 }

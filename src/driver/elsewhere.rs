@@ -22,9 +22,10 @@
 //!
 //! Where the thread cannot be started, the queue is full (the thread is
 //! [`ROOM`] behind) or its lock poisoned, or the process was forked since
-//! the thread started (the child has no such thread: what it queued would
-//! wait for ever, and a fork during the thread's swap leaves the lock
-//! held), the memory is freed where it was let go of, as before.
+//! the thread started, or while it started (the child has no such thread:
+//! what it queued would wait for ever, a fork during the thread's swap
+//! leaves the lock held, and one during the start leaves it unfinished
+//! there for ever), the memory is freed where it was let go of, as before.
 //!
 //! Not tokio's blocking pool: a manual timer hands off too, a
 //! `TestRuntime`'s clock would count its threads as running, and a task
@@ -36,6 +37,7 @@
 //! timer call that allocates a chunk, too. The cost has left the calls
 //! that free, not the process.
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -56,20 +58,28 @@ const WAKE_AT: usize = 16;
 /// How long the thread waits for a batch before it frees what it has.
 const LINGER: Duration = Duration::from_millis(100);
 
-/// The process's thread, and the process it was started in.
-type Started = (&'static Freer<Freed<Job>>, u32);
+/// The process that starts (or started) the thread, claimed before it
+/// does; 0 before the first hand-off.
+static STARTED_IN: AtomicU32 = AtomicU32::new(0);
 
 /// The thread, once started; `None` if it could not be.
-static THREAD: OnceLock<Option<Started>> = OnceLock::new();
+static THREAD: OnceLock<Option<&'static Freer<Freed<Job>>>> = OnceLock::new();
 
 /// Frees `freed` on the `wheel-free` thread, or here if it cannot.
 #[cold]
 #[inline(never)]
 pub(super) fn free_elsewhere(freed: Freed<Job>) {
-    let started = || Freer::start(ROOM, LINGER, is_batch).map(|f| (f, std::process::id()));
-    if let Some((thread, pid)) = *THREAD.get_or_init(started) {
-        // In a child forked since, dropped here; refused, too.
-        if pid == std::process::id() {
+    let pid = std::process::id();
+    // Claimed before `THREAD` is touched: a child forked while another
+    // thread started it must not wait on a start no thread of its own
+    // finishes (for ever, under the shard's lock).
+    let starter = STARTED_IN
+        .compare_exchange(0, pid, Ordering::Relaxed, Ordering::Relaxed)
+        .map_or_else(|starter| starter, |_| pid);
+    // In a child forked since, dropped here.
+    if starter == pid {
+        if let Some(thread) = *THREAD.get_or_init(|| Freer::start(ROOM, LINGER, is_batch)) {
+            // Refused, dropped here too.
             let _ = thread.hand(freed);
         }
     }
