@@ -138,27 +138,31 @@ fn registered(timer: &Timer) -> (Vec<Sleep>, (usize, usize)) {
     let mut sleeps: Vec<Sleep> = (0..MILLION)
         .map(|i| timer.sleep(Duration::from_secs(1 + i % 1000)))
         .collect();
-    let mut worst = (0, 0);
-    for (n, sleep) in sleeps.iter_mut().enumerate() {
-        let (allocated, _) = work_of(|| {
-            assert!(Pin::new(sleep).poll(&mut cx).is_pending());
-        });
-        worst = worst.max((allocated, n));
-    }
+    let (worst, _) = worst_each(sleeps.iter_mut(), |sleep| {
+        assert!(Pin::new(sleep).poll(&mut cx).is_pending());
+    });
     (sleeps, worst)
+}
+
+/// Runs `op` on each item in turn: the most bytes one call allocated and
+/// the most one freed, each with the call's number.
+fn worst_each<X>(
+    items: impl IntoIterator<Item = X>,
+    mut op: impl FnMut(X),
+) -> ((usize, usize), (usize, usize)) {
+    let (mut allocated, mut freed) = ((0, 0), (0, 0));
+    for (n, item) in items.into_iter().enumerate() {
+        let (a, f) = work_of(|| op(item));
+        allocated = allocated.max((a, n));
+        freed = freed.max((f, n));
+    }
+    (allocated, freed)
 }
 
 /// Drops the sleeps one by one, from the back; returns the most one drop
 /// freed, and which drop that was.
 fn worst_drop(mut sleeps: Vec<Sleep>) -> (usize, usize) {
-    let mut worst = (0, 0);
-    let mut n = 0;
-    while let Some(sleep) = sleeps.pop() {
-        let (_, freed) = work_of(|| drop(sleep));
-        worst = worst.max((freed, n));
-        n += 1;
-    }
-    worst
+    worst_each(std::iter::from_fn(|| sleeps.pop()), drop).1
 }
 
 /// A deterministic shuffle (xorshift64).
@@ -263,14 +267,9 @@ fn no_queue_removal_after_a_compact_frees_more_than_a_few_chunks() {
         queue.remove(key);
     }
     queue.compact();
-    let mut worst = (0, 0);
-    for (i, key) in keys[n as usize..].iter().enumerate() {
-        let (_, freed) = work_of(|| {
-            queue.remove(key);
-        });
-        worst = worst.max((freed, i));
-    }
-    let (freed, at) = worst;
+    let (_, (freed, at)) = worst_each(&keys[n as usize..], |key| {
+        queue.remove(key);
+    });
     assert!(freed <= BOUND, "removal #{at} freed {freed} bytes");
 }
 
@@ -282,24 +281,14 @@ fn no_far_deadline_inserted_into_a_queue_allocates_more_than_a_few_chunks() {
     let far = timer.now() + Duration::from_secs(86_400 * 365 * 1000);
     let mut queue = wheel::DelayQueue::with_timer(timer);
     let mut keys = Vec::with_capacity(200_000);
-    let mut worst = (0, 0);
-    for i in 0..200_000 {
-        let (allocated, _) = work_of(|| keys.push(queue.insert_at(i, far)));
-        worst = worst.max((allocated, i));
-    }
-    let (allocated, at) = worst;
+    let ((allocated, at), _) = worst_each(0..200_000, |i| keys.push(queue.insert_at(i, far)));
     assert!(
         allocated <= BOUND,
         "insert #{at} allocated {allocated} bytes"
     );
-    let mut worst = (0, 0);
-    for (i, key) in keys.iter().enumerate() {
-        let (_, freed) = work_of(|| {
-            queue.remove(key);
-        });
-        worst = worst.max((freed, i));
-    }
-    let (freed, at) = worst;
+    let (_, (freed, at)) = worst_each(&keys, |key| {
+        queue.remove(key);
+    });
     assert!(freed <= BOUND, "removal #{at} freed {freed} bytes");
 }
 
@@ -309,25 +298,15 @@ fn no_far_deadline_inserted_into_a_queue_allocates_more_than_a_few_chunks() {
 fn no_schedule_or_cancel_of_300_000_callbacks_allocates_or_frees_more_than_a_few_chunks() {
     let timer = Timer::builder().manual().build().unwrap();
     let mut handles = Vec::with_capacity(300_000);
-    let mut worst = (0, 0);
-    for i in 0..300_000 {
-        let (allocated, _) = work_of(|| {
-            handles.push(timer.schedule(Duration::from_secs(1 + i % 1000), || {}));
-        });
-        worst = worst.max((allocated, i));
-    }
-    let (allocated, at) = worst;
+    let ((allocated, at), _) = worst_each(0..300_000, |i| {
+        handles.push(timer.schedule(Duration::from_secs(1 + i % 1000), || {}));
+    });
     assert!(
         allocated <= BOUND,
         "schedule #{at} allocated {allocated} bytes"
     );
     shuffle(&mut handles);
-    let mut worst = (0, 0);
-    for (i, handle) in handles.into_iter().enumerate() {
-        let (_, freed) = work_of(|| assert!(handle.cancel()));
-        worst = worst.max((freed, i));
-    }
-    let (freed, at) = worst;
+    let (_, (freed, at)) = worst_each(handles, |handle| assert!(handle.cancel()));
     assert!(freed <= BOUND, "cancel #{at} freed {freed} bytes");
     assert_eq!(timer.stats().allocated_entries, 0);
 }
