@@ -319,9 +319,9 @@ unsafe extern "C" {
     fn kill(pid: i32, signal: i32) -> i32;
 }
 
-/// A big wheel's registered sleeps on a manual timer, dropped: its chunks
-/// are let go of (hand-offs, past 64 chunks); the bytes of chunks.
-fn burst_dropped(timer: &Timer) -> usize {
+/// A big wheel (past 64 chunks) of sleeps registered on a manual timer,
+/// and the bytes of its chunks.
+fn burst(timer: &Timer) -> (Vec<Sleep>, usize) {
     let mut cx = Context::from_waker(Waker::noop());
     let mut sleeps: Vec<Sleep> = (0..100_000)
         .map(|i| timer.sleep(Duration::from_secs(1 + i % 100)))
@@ -329,9 +329,12 @@ fn burst_dropped(timer: &Timer) -> usize {
     for sleep in &mut sleeps {
         assert!(Pin::new(sleep).poll(&mut cx).is_pending());
     }
-    let chunks = timer.stats().allocated_entries * 40;
-    drop(sleeps);
-    chunks
+    (sleeps, timer.stats().allocated_entries * 40)
+}
+
+/// [`burst`], dropped: its chunks are let go of (hand-offs); their bytes.
+fn burst_dropped(timer: &Timer) -> usize {
+    burst(timer).1
 }
 
 /// A process forked after the `wheel-free` thread started has no such
@@ -419,14 +422,7 @@ fn a_big_wheel_emptied_by_a_thread_locals_destructor_frees_its_chunks() {
         return;
     }
     let timer = Timer::builder().manual().build().unwrap();
-    let mut cx = Context::from_waker(Waker::noop());
-    let mut sleeps: Vec<Sleep> = (0..100_000)
-        .map(|i| timer.sleep(Duration::from_secs(1 + i % 100)))
-        .collect();
-    for sleep in &mut sleeps {
-        assert!(Pin::new(sleep).poll(&mut cx).is_pending());
-    }
-    let chunks = timer.stats().allocated_entries * 40;
+    let (sleeps, chunks) = burst(&timer);
     let freed = FREED_ANYWHERE.load(Ordering::Relaxed);
     std::thread::spawn(move || {
         BURST.with(|b| *b.borrow_mut() = sleeps);
