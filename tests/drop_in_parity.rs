@@ -235,6 +235,24 @@ differential!(timeout_inner_wakes_at_deadline_instant, |t| {
     (format!("{r:?} {r2:?}"), start.elapsed())
 });
 
+/// Durations across tokio's millisecond grid.
+fn across_the_grid() -> [std::time::Duration; 7] {
+    [us(1), us(500), us(999), ms(1), us(1_500), ms(10), ms(1000)]
+}
+
+/// On a paused clock, a wheel sleep and then a tokio sleep of each
+/// duration across the grid: each takes as long as the other.
+async fn sequential_sleeps_end_alike() {
+    for d in across_the_grid() {
+        let start = tokio::time::Instant::now();
+        wheel::sleep(d).await;
+        let a = start.elapsed();
+        let start = tokio::time::Instant::now();
+        tokio::time::sleep(d).await;
+        assert_eq!(a, start.elapsed(), "{d:?} sequential");
+    }
+}
+
 /// The clock paused mid-run, off tokio's millisecond grid: a wheel sleep
 /// and a tokio sleep with the same deadline complete at the same instant.
 #[test]
@@ -249,7 +267,7 @@ fn pause_mid_run_same_instant() {
         tokio::time::sleep(us(700)).await;
         std::thread::sleep(us(333));
         tokio::time::pause();
-        for d in [us(1), us(500), us(999), ms(1), us(1_500), ms(10), ms(1000)] {
+        for d in across_the_grid() {
             let start = tokio::time::Instant::now();
             let (a, b) = tokio::join!(
                 async {
@@ -263,21 +281,7 @@ fn pause_mid_run_same_instant() {
             );
             assert_eq!(a, b, "{d:?}");
         }
-        for d in [us(1), us(500), us(999), ms(1), us(1_500), ms(10), ms(1000)] {
-            let start = tokio::time::Instant::now();
-            let a = async {
-                wheel::sleep(d).await;
-                start.elapsed()
-            }
-            .await;
-            let start = tokio::time::Instant::now();
-            let b = async {
-                tokio::time::sleep(d).await;
-                start.elapsed()
-            }
-            .await;
-            assert_eq!(a, b, "{d:?} sequential");
-        }
+        sequential_sleeps_end_alike().await;
     });
 }
 
@@ -292,21 +296,7 @@ fn pause_mid_run_first_use_after() {
         tokio::time::sleep(us(700)).await;
         std::thread::sleep(us(333));
         tokio::time::pause();
-        for d in [us(1), us(500), us(999), ms(1), us(1_500), ms(10), ms(1000)] {
-            let start = tokio::time::Instant::now();
-            let a = async {
-                wheel::sleep(d).await;
-                start.elapsed()
-            }
-            .await;
-            let start = tokio::time::Instant::now();
-            let b = async {
-                tokio::time::sleep(d).await;
-                start.elapsed()
-            }
-            .await;
-            assert_eq!(a, b, "{d:?} sequential");
-        }
+        sequential_sleeps_end_alike().await;
     });
 }
 
@@ -325,21 +315,7 @@ fn pause_resume_pause() {
         wheel::sleep(us(1_300)).await;
         std::thread::sleep(us(333));
         tokio::time::pause();
-        for d in [us(1), us(500), us(999), ms(1), us(1_500), ms(10), ms(1000)] {
-            let start = tokio::time::Instant::now();
-            let a = async {
-                wheel::sleep(d).await;
-                start.elapsed()
-            }
-            .await;
-            let start = tokio::time::Instant::now();
-            let b = async {
-                tokio::time::sleep(d).await;
-                start.elapsed()
-            }
-            .await;
-            assert_eq!(a, b, "{d:?} sequential");
-        }
+        sequential_sleeps_end_alike().await;
     });
 }
 
