@@ -303,11 +303,7 @@ fn pause_mid_run_first_use_after() {
 /// Resumed, then paused again.
 #[test]
 fn pause_resume_pause() {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let rt = common::paused_unguarded();
     rt.block_on(async {
         wheel::sleep(us(1_300)).await;
         tokio::time::resume();

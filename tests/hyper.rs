@@ -420,11 +420,7 @@ fn program(seed: u64) -> Vec<Step> {
 
 /// What each step saw: the poll's outcome, and whether the task was woken.
 fn run_program(steps: &[Step], wheel_timer: bool) -> Vec<String> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let rt = common::paused_unguarded();
     rt.block_on(async {
         let timer: Box<dyn HyperTimer> = if wheel_timer {
             Box::new(Timer::builder().build().unwrap())
