@@ -68,9 +68,7 @@ impl Time {
     /// [`read`](Time::read), or `None` where the clock cannot be read
     /// ([`Source::try_now`]).
     pub(crate) fn try_read(&self) -> Option<Reading> {
-        let now = self.source.try_now()?;
-        let still = self.source.is_pausable() && self.source.try_now() == Some(now);
-        Some(Reading { now, still })
+        self.source.try_read()
     }
 
     /// The last tick due by `reading`: what a pass fires up to. On a still
@@ -187,29 +185,28 @@ impl Source {
             Source::Runtime {
                 handle,
                 pausable: true,
-            } => {
-                // Most readings come from the runtime's own tasks and
-                // passes, already in its context (otherwise, with another
-                // runtime or none current, it is entered): asking tokio which
-                // runtime that is (a reference count up and down) costs
-                // less than entering it again and leaving (a thread-local
-                // swap each way as well): 33 ns against 41 a reading on the
-                // Xeon VM. Even a pass asks: a task that holds another
-                // runtime's `EnterGuard` across an await leaves that
-                // runtime current while its own parks and fires the alarm.
-                match here(handle.id()) {
-                    Here::Inside => Some(Instant::now()),
-                    Here::Elsewhere => {
-                        let _its_clock = handle.enter();
-                        Some(Instant::now())
-                    }
-                    Here::Gone => None,
-                }
-            }
+            } => in_its_context(handle, Instant::now),
             Source::Runtime {
                 pausable: false, ..
             } => Some(Instant::from_std(std::time::Instant::now())),
             Source::Manual(clock) => Some(clock.now()),
+        }
+    }
+
+    /// [`try_now`](Source::try_now), and whether the clock stood still: on
+    /// a pausable runtime's clock, a second reading in the same context
+    /// equals the first (tokio asked once for both).
+    fn try_read(&self) -> Option<Reading> {
+        match self {
+            Source::Runtime {
+                handle,
+                pausable: true,
+            } => in_its_context(handle, || {
+                let now = Instant::now();
+                let still = Instant::now() == now;
+                Reading { now, still }
+            }),
+            _ => self.try_now().map(|now| Reading { now, still: false }),
         }
     }
 
@@ -228,6 +225,29 @@ impl Source {
             Source::Runtime { handle, .. } => Some(handle),
             Source::Manual(_) => None,
         }
+    }
+}
+
+/// `read`s tokio's clock inside `handle`'s runtime's context, where it is
+/// that runtime's clock; `None` where it cannot be entered (in a
+/// thread-local's destructor).
+///
+/// Most readings come from the runtime's own tasks and passes, already in
+/// its context (otherwise, with another runtime or none current, it is
+/// entered): asking tokio which runtime that is (a reference count up and
+/// down) costs less than entering it again and leaving (a thread-local swap
+/// each way as well): 33 ns against 41 a reading on the Xeon VM. Even a
+/// pass asks: a task that holds another runtime's `EnterGuard` across an
+/// await leaves that runtime current while its own parks and fires the
+/// alarm.
+fn in_its_context<R>(handle: &tokio::runtime::Handle, read: impl FnOnce() -> R) -> Option<R> {
+    match here(handle.id()) {
+        Here::Inside => Some(read()),
+        Here::Elsewhere => {
+            let _its_clock = handle.enter();
+            Some(read())
+        }
+        Here::Gone => None,
     }
 }
 
