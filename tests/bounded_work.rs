@@ -257,3 +257,57 @@ fn a_sleep_reset_to_the_promised_tick_reads_no_clock_and_fires_with_the_pass() {
     assert!(poll_once(&mut second, Waker::noop()).is_ready());
     assert_eq!(timer.stats().fired, 2);
 }
+
+/// Holds a sleep of the same timer, which goes when the last clone of the
+/// waker does: the drop of a task (holding a sleep) whose last waker the
+/// timer let go of.
+struct HoldsASleep {
+    _sleep: wheel::Sleep,
+}
+
+impl Wake for HoldsASleep {
+    fn wake(self: Arc<Self>) {}
+}
+
+/// A cancel leaves a sleep's entry (and the waker it holds) for a batch
+/// (`wheel/discard.rs`); the flush that frees it hands the waker back, and
+/// the shard drops it only once its lock is released. Dropped under the
+/// lock, this waker's drop, cancelling another sleep of the same shard,
+/// would take that lock again: a deadlock (the watchdog's panic).
+#[test]
+fn a_waker_let_go_by_a_batched_cancel_is_dropped_after_the_lock() {
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let timer = common::manual();
+        let inner = common::registered(timer.sleep(Duration::from_secs(2)));
+        let holder = Arc::new(HoldsASleep { _sleep: inner });
+        let waker = Waker::from(holder.clone());
+        let mut outer = timer.sleep(Duration::from_secs(1));
+        assert!(poll_once(&mut outer, &waker).is_pending());
+        drop(waker);
+        // Registered after it, so that its cancel is not one of the last
+        // few (removed at once) but batched.
+        let later: Vec<_> = (0..100)
+            .map(|_| common::registered(timer.sleep(Duration::from_secs(3))))
+            .collect();
+        let weak = Arc::downgrade(&holder);
+        drop(holder);
+        drop(outer);
+        assert!(
+            weak.upgrade().is_some(),
+            "the batched entry holds the waker"
+        );
+        // A stats read flushes the batch (counting the inner sleep, still
+        // pending then); the waker's last clone goes after, and with it the
+        // inner sleep.
+        assert_eq!(timer.stats().pending, 101);
+        assert!(weak.upgrade().is_none(), "the flush let go of the waker");
+        assert_eq!(timer.stats().pending, 100);
+        drop(later);
+        assert_eq!(timer.stats().pending, 0);
+        done.send(()).unwrap();
+    });
+    finished
+        .recv_timeout(Duration::from_secs(30))
+        .expect("deadlocked: a waker dropped under the shard's lock");
+}

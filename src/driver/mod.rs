@@ -105,6 +105,7 @@
 //! that very thread.
 
 mod alarm;
+mod cancel;
 mod clock;
 mod divisor;
 #[cfg(not(loom))]

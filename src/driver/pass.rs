@@ -43,7 +43,7 @@ impl Shard {
                     continue;
                 };
                 if batch.push(fire) {
-                    drop(inner);
+                    self.unlock(inner);
                     batch.drain().for_each(|fire| self.fire(fire));
                     inner = self.lock();
                     if self.is_shut_down() {
@@ -66,7 +66,7 @@ impl Shard {
             // was armed for, the latest deadline of tick `next`, has passed.
             come = next;
         }
-        drop(inner);
+        self.unlock(inner);
         batch.drain().for_each(|fire| self.fire(fire));
         // The caller holds a reference too, so this is never the last.
         drop(release);

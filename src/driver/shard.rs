@@ -151,8 +151,16 @@ impl Shard {
         }
     }
 
+    /// Takes the lock; let go of it by [`unlock`](Shard::unlock) after
+    /// work that may flush discarded entries (see `cancel.rs`).
+    #[inline(always)]
     pub(super) fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock()
+        let inner = self.inner.lock();
+        debug_assert!(
+            !inner.wheel.has_dead(),
+            "a flush's values were left under the lock"
+        );
+        inner
     }
 
     pub(crate) fn clock(&self) -> &Clock {
@@ -202,21 +210,27 @@ impl Shard {
         if let Err(refused) = inner.admit(self.is_shut_down(), self.max_pending, self.capacity) {
             // Cold: a deadline already passed still completes on a timer
             // that can no longer fire anything.
-            if deadline.reached_by(self.now()) {
-                inner.fired += u64::from(count_elapsed);
-                return Registration::Elapsed;
-            }
-            return Registration::Refused(refused);
+            let elapsed = deadline.reached_by(self.now());
+            inner.fired += u64::from(count_elapsed && elapsed);
+            // `admit` may have flushed.
+            self.unlock(inner);
+            return if elapsed {
+                Registration::Elapsed
+            } else {
+                Registration::Refused(refused)
+            };
         }
         let pulls_in = tick < inner.wake_at;
         if pulls_in && self.has_come(tick, &mut inner) {
             inner.fired += u64::from(count_elapsed);
+            // `admit` may have flushed.
+            self.unlock(inner);
             return Registration::Elapsed;
         }
         let (job, held) = Job::wake(waker);
         let key = inner.wheel.insert(tick, job);
         let kick = pulls_in && inner.pull_in(tick, self);
-        drop(inner);
+        self.unlock(inner);
         if kick {
             self.kick();
         }
@@ -266,7 +280,7 @@ impl Shard {
         let mut inner = self.lock();
         if let Some(job) = inner.wheel.remove_expired(key) {
             // Fired: the entry is the sleep's to free.
-            drop(inner);
+            self.unlock(inner);
             drop(job);
             return Polled::Ready;
         }
@@ -279,7 +293,7 @@ impl Shard {
             }
             let job = inner.wheel.remove(key);
             inner.fired += 1;
-            drop(inner);
+            self.unlock(inner);
             drop(job);
             return Polled::Ready;
         }
@@ -288,7 +302,7 @@ impl Shard {
         };
         let old = (!slot.will_wake(waker)).then(|| std::mem::replace(slot, waker.clone()));
         let held = WakerId::of(slot);
-        drop(inner);
+        self.unlock(inner);
         drop(old);
         Polled::Pending(held)
     }
@@ -301,19 +315,6 @@ impl Shard {
             || (self.is_shut_down() && deadline.reached_by(self.now()))
     }
 
-    /// Frees the entry of a `Sleep` that is dropped, or reset to be
-    /// registered afresh: counted cancelled if it had not fired. A pending
-    /// entry's waker goes now, its slot with a batch of others (see
-    /// `wheel/discard.rs`).
-    pub(crate) fn cancel(&self, key: Key) {
-        let mut inner = self.lock();
-        let (job, pending) = inner.wheel.discard_scheduled(key).unzip();
-        inner.cancelled += u64::from(pending == Some(true));
-        self.tidy(&mut inner);
-        drop(inner);
-        drop(job);
-    }
-
     /// On a paused clock (as the last reading found it), a shard left with
     /// nothing pending disarms its alarm, there and then, so that
     /// auto-advance does not jump to a deadline nobody waits for: tokio's
@@ -321,7 +322,7 @@ impl Shard {
     /// parks. Disarming replaces the tokio timer with one never registered,
     /// and wakes no one. On a running clock nothing is done: there the
     /// alarm finds nothing and re-arms for what is left.
-    fn tidy(&self, inner: &mut Inner) {
+    pub(super) fn tidy(&self, inner: &mut Inner) {
         if inner.clock_still && inner.wake_at != NEVER && inner.wheel.scheduled() == 0 {
             inner.wake_at = NEVER;
             let _ = self.arm(inner, NEVER);
@@ -354,7 +355,7 @@ impl Shard {
             let job = inner.wheel.remove(key);
             inner.fired += 1;
             self.tidy(&mut inner);
-            drop(inner);
+            self.unlock(inner);
             if let Some(Job::Wake(waker)) = job {
                 if let Some(waker) = held_waker(waker) {
                     self.fire(Fire::Wake(waker));
@@ -372,7 +373,7 @@ impl Shard {
         {
             let job = inner.wheel.remove(key);
             self.tidy(&mut inner);
-            drop(inner);
+            self.unlock(inner);
             // Dropped after the lock, as a cancel drops its entry's.
             drop(job);
             return Reset::Refused;
@@ -384,7 +385,7 @@ impl Shard {
         let scheduled = inner.wheel.reset(key, tick);
         debug_assert_eq!(scheduled, Some(true), "a Sleep's key names its own entry");
         let kick = pulls_in && inner.pull_in(tick, self);
-        drop(inner);
+        self.unlock(inner);
         if kick {
             self.kick();
         }
@@ -402,7 +403,7 @@ impl Shard {
     ) -> Result<(Key, Arc<CallbackState>), Error> {
         let mut inner = self.lock();
         if let Err(refused) = inner.admit(self.is_shut_down(), self.max_pending, self.capacity) {
-            drop(inner);
+            self.unlock(inner);
             drop(run);
             return Err(refused);
         }
@@ -431,47 +432,11 @@ impl Shard {
                 kick = inner.pull_in(tick, self);
             }
         }
-        drop(inner);
+        self.unlock(inner);
         if kick {
             self.kick();
         }
         Ok((key, state))
-    }
-
-    /// Cancels a pending callback; `true` if that stopped it from running.
-    ///
-    /// A `PENDING` callback is in the wheel, or in a pass's batch (taken out
-    /// but not yet claimed to run). Under this lock, which the pass takes
-    /// entries out under, the two cannot change places. Winning the phase
-    /// stops it either way; only one still in the wheel is freed and
-    /// uncounted here, since the pass uncounted one it took.
-    pub(crate) fn cancel_callback(&self, key: Key, state: &CallbackState) -> bool {
-        let mut inner = self.lock();
-        // Run (or running), cancelled, or handed back by a shutdown.
-        if !state.try_cancel() {
-            return false;
-        }
-        inner.cancelled += 1;
-        // Still in the wheel only if its slot holds this very callback: once
-        // a pass has removed it, the slot may hold a newer entry whose
-        // generation has come round to the key's.
-        let in_wheel = matches!(
-            inner.wheel.value(key),
-            Some(Job::Call(callback)) if std::ptr::eq(Arc::as_ptr(&callback.state), state)
-        );
-        if !in_wheel {
-            // In a batch: the pass drops it unrun.
-            return true;
-        }
-        let job = inner.wheel.discard(key);
-        let keep_alive = inner.callback_done();
-        self.tidy(&mut inner);
-        drop(inner);
-        // The closure is dropped after the lock and the count, in case its
-        // drop panics.
-        drop(job);
-        drop(keep_alive);
-        true
     }
 
     /// Adds this shard's counters to `stats`.
@@ -490,6 +455,7 @@ impl Shard {
         stats.panicked += self.panicked.load(Ordering::Relaxed);
         stats.allocated_entries += inner.wheel.allocated_entries();
         stats.level_bytes += inner.wheel.level_bytes();
+        self.unlock(inner);
     }
 
     /// Arms the shard's alarm for `tick` ([`Alarm::arm`]), telling it the

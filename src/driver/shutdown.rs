@@ -66,7 +66,7 @@ impl Shard {
         inner.callbacks = 0;
         let keep_alive = inner.keep_alive.take();
         let sentinel = inner.sentinel.take();
-        drop(inner);
+        self.unlock(inner);
         wakers
             .into_iter()
             .for_each(|waker| self.fire(Fire::Wake(waker)));

@@ -81,7 +81,7 @@ fn a_full_shard_refuses_with_an_error_that_names_the_shard() {
     );
     assert!(!message.contains("max_pending"), "{message}");
     // A cancelled entry, freed only with its batch, still makes room.
-    shard.cancel(keys[0]);
+    shard.cancel(keys[0], shard.clock().tick_of(deadline));
     assert!(matches!(
         register(&shard, deadline),
         Registration::Pending(..)

@@ -408,7 +408,7 @@ impl Sleep {
     #[inline(never)]
     fn release(&mut self) {
         if let (State::Registered { key, .. }, Some(shard)) = (self.state.get(), &self.shard) {
-            shard.cancel(key);
+            shard.cancel(key, shard.clock().tick_of(self.state.deadline()));
         }
     }
 

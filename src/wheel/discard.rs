@@ -1,29 +1,40 @@
 //! Cancelling in batches: [`Wheel::discard`] and [`Wheel::flush_discarded`].
 //!
-//! Unlinking an entry writes its two neighbours, which in a big wheel are
-//! cache misses anywhere in the slab. The driver cancels under a lock, and
-//! on x86 a lock's atomic instructions wait for every earlier memory access,
-//! so cancelling one entry after another pays those misses one after the
-//! other. `discard` therefore takes the value out and only *marks* the
-//! entry: its generation becomes [`DISCARDED`], which no key carries, so
-//! every lookup misses it from then on, and its index goes on a short list.
-//! Once [`BATCH`] have gathered they are unlinked and freed together, with
-//! no atomic instruction between them, after a first pass that only reads
-//! their neighbours, so that the processor has many of those misses in
-//! flight at once. An entry with no neighbour is removed at once: there is
-//! nothing to miss on. So is one inserted within the last [`RECENT`]
-//! insertions: a timer created and cancelled straight away (a timeout
-//! around a future that was nearly ready) finds its neighbours in cache,
-//! written by its own insertion, and batching would only add work.
+//! Cancelling an entry reads it (its links) and writes its two neighbours.
+//! In a big wheel each of those lines is a cache miss anywhere in the slab,
+//! and the driver cancels under a lock, whose atomic instructions (on x86)
+//! wait for every earlier memory access: cancel after cancel, the misses
+//! are paid one after the other. `discard` therefore does not touch the
+//! entry at all. Its caller promises that the key is current and the entry
+//! scheduled (the driver knows it without looking: see `Shard::cancel`), so
+//! `discard` only puts the index on a short list and counts it in its
+//! chunk (`Slots::mark`). Once [`BATCH`] have gathered they are read,
+//! unlinked and freed together, with no atomic instruction between them,
+//! after a first pass that only reads them and their neighbours, so that
+//! the processor has many of those misses in flight at once. An entry
+//! inserted within the last [`RECENT`] insertions is removed at once: a
+//! timer created and cancelled straight away (a timeout around a future
+//! that was nearly ready) finds itself and its neighbours in cache, written
+//! by its own insertion, and batching would only add work.
 //!
-//! A discarded entry is still linked: it keeps its slot's occupancy bit
-//! and its place in the raw `scheduled` count, which [`Wheel::scheduled`]
-//! corrects for. Nothing may walk a list while one is there, so
-//! [`Wheel::pop_expired`] flushes first, and so does shutdown's
-//! `take_scheduled_values`; `DelayQueue`'s wheel never discards. A flush is
-//! at most `BATCH` unlinks, so, unlike leaving dead entries until their slot
-//! comes due (measured and not kept, see the README), it never holds the
-//! lock for long and never lets them pile up in the slab.
+//! A discarded entry is left as it was: linked, holding its value, its
+//! slot's occupancy bit and its place in the raw `scheduled` count, which
+//! [`Wheel::scheduled`] corrects for. No one looks it up by key again (its
+//! owner gave the key up), and nothing may walk a list while one is there,
+//! so [`Wheel::pop_expired`] flushes first, and so do shutdown's
+//! `take_scheduled_values` and `compact`; `DelayQueue`'s wheel never
+//! discards. A flush is at most `BATCH` unlinks, so it never holds the lock
+//! for long and never lets discarded entries pile up in the slab.
+//!
+//! # The values: dropped by the owner, after its lock
+//!
+//! A flush takes the discarded entries' values out into
+//! [`dead`](Wheel::take_dead), and leaves them there: the driver's are
+//! wakers, and dropping the last clone of a waker may drop a task, and in
+//! it another sleep of the same shard, whose drop takes the shard's lock.
+//! So the shard takes them out under its lock and drops them after (its
+//! guard, `driver/locked.rs`, does it on every unlock), as it did when a
+//! cancel took the value out on the spot.
 //!
 //! # At most one chunk emptied per call
 //!
@@ -39,8 +50,8 @@
 //! 1024 removals; keeping the counts costs a cancel 26 instructions
 //! (callgrind, the driver's `Shard::cancel`: 339 to 365).
 
-use super::entry::NIL;
-use super::{Key, Place, Wheel};
+use super::entry::{Place, NIL};
+use super::{Key, Wheel};
 
 /// How many discarded entries wait for one flush: enough that their misses
 /// overlap, few enough that a flush in which every neighbour misses stays
@@ -58,55 +69,41 @@ const RECENT: u32 = 64;
 #[cfg(test)]
 const RECENT: u32 = 1;
 
-/// The generation of a discarded entry. [`Wheel::insert`] never hands it
-/// out, so no key matches it.
-pub(super) const DISCARDED: u32 = u32::MAX;
-
-impl<T: Default> Wheel<T> {
-    /// Cancels the entry, scheduled or expired, and returns its value, as
-    /// [`remove`] does, but may leave the unlinking for a later flush; `None`
-    /// if the key is stale. The key is stale from here on.
-    ///
-    /// [`remove`]: Wheel::remove
-    #[inline(always)]
-    pub fn discard(&mut self, key: Key) -> Option<T> {
-        self.discard_scheduled(key).map(|(value, _)| value)
-    }
-
-    /// [`discard`](Wheel::discard), also saying whether the entry was still
-    /// scheduled (not handed out by `pop_expired`): one lookup for both,
-    /// where asking [`is_scheduled`](Wheel::is_scheduled) first cost a
-    /// cancel a second (13 instructions, callgrind).
-    #[inline(always)]
-    pub fn discard_scheduled(&mut self, key: Key) -> Option<(T, bool)> {
-        // Inserted in the last few insertions: its neighbours (and it) were
-        // written then and are still in cache.
-        let recent = self.insertions_since(key.generation) <= RECENT;
-        let entry = self.entry_mut(key)?;
-        let scheduled = entry.place != Place::Unlinked;
-        // Both links NIL: alone in its list, or in none (unlinked).
-        let value = if recent || entry.prev & entry.next == NIL {
-            let (place, prev, next) = (entry.place, entry.prev, entry.next);
-            self.take_out(key.index, place, prev, next)
-        } else {
-            entry.generation = DISCARDED;
-            let value = std::mem::take(&mut entry.value);
-            self.discarded.push(key.index);
-            // Flushed when the batch is full, and when its chunk holds
-            // discarded entries only (see the module docs). So is a wheel
-            // holding nothing else: an empty wheel gives its slab back (see
-            // `memory.rs`), which these entries would otherwise hold until a
-            // driver pass that may be decades away.
-            if self.entries.mark(key.index as usize) || self.discarded.len() >= BATCH {
-                self.flush_discarded();
-            }
-            value
-        };
-        Some((value, scheduled))
-    }
-}
+/// How many generations a wheel hands out unless
+/// [`limit_generations`](Wheel::limit_generations) says fewer: `0..u32::MAX`.
+pub(super) const GENERATIONS: u32 = u32::MAX;
 
 impl<T> Wheel<T> {
+    /// Cancels a scheduled entry (in a slot or the due list: the caller
+    /// knows it is, and that the key is current). Returns its value if it
+    /// was removed at once (one of the last few inserted); otherwise the
+    /// entry waits, untouched, for a flush, which puts its value in
+    /// [`take_dead`](Wheel::take_dead)'s list. The key is the caller's no
+    /// more.
+    #[inline(always)]
+    pub fn discard(&mut self, key: Key) -> Option<T> {
+        debug_assert_eq!(
+            self.is_scheduled(key),
+            Some(true),
+            "discarding {key:?}, which is not scheduled"
+        );
+        // Inserted in the last few insertions: it and its neighbours were
+        // written then and are still in cache.
+        if self.insertions_since(key.generation) <= RECENT {
+            return self.remove(key);
+        }
+        self.discarded.push(key.index);
+        // Flushed when the batch is full, and when its chunk holds
+        // discarded entries only (see the module docs). So is a wheel
+        // holding nothing else: an empty wheel gives its slab back (see
+        // `memory.rs`), which these entries would otherwise hold until a
+        // driver pass that may be decades away.
+        if self.entries.mark(key.index as usize) || self.discarded.len() >= BATCH {
+            self.flush_discarded();
+        }
+        None
+    }
+
     /// How many insertions ago `generation` was handed out (modulo the
     /// wheel's generations): 1 for the latest.
     #[inline(always)]
@@ -115,19 +112,19 @@ impl<T> Wheel<T> {
         if generation < next {
             next - generation
         } else {
-            // The count came round to 0 since: a limited wheel's does at
-            // `generations`; an unlimited one's skips `DISCARDED`.
+            // The count came round to 0 since, at `generations`.
             next + (self.generations - generation)
         }
     }
 
-    /// Unlinks and frees every discarded entry.
+    /// Unlinks and frees every discarded entry, its value going to
+    /// [`take_dead`](Wheel::take_dead)'s list.
     #[inline(never)]
     pub(crate) fn flush_discarded(&mut self) {
         let discarded = std::mem::take(&mut self.discarded);
-        // Read every neighbour first, in a loop short enough that many of
-        // these independent misses are in flight at once; unlinking below
-        // then finds them in cache.
+        // Read every entry and its neighbours first, in a loop short enough
+        // that many of these independent misses are in flight at once;
+        // unlinking below then finds them in cache.
         let mut touched = 0u32;
         for &index in &discarded {
             let entry = &self.entries[index as usize];
@@ -139,18 +136,32 @@ impl<T> Wheel<T> {
             }
         }
         std::hint::black_box(touched);
+        self.dead.reserve(discarded.len());
         for &index in &discarded {
             // Freed first: `delist` touches only the neighbours and ends,
             // and the entry is read once.
             let entry = self.entries.remove_marked(index as usize);
-            debug_assert_eq!(entry.generation, DISCARDED, "entry {index}");
             debug_assert_ne!(entry.place, Place::Unlinked, "entry {index}");
             self.delist(index, entry.place, entry.prev, entry.next);
+            self.dead.push(entry.value);
         }
         self.note_removal();
         // Keep the allocation for the next batch.
         self.discarded = discarded;
         self.discarded.clear();
+    }
+
+    /// Whether a flush has left values for [`take_dead`](Wheel::take_dead).
+    #[inline]
+    pub(crate) fn has_dead(&self) -> bool {
+        !self.dead.is_empty()
+    }
+
+    /// The values of the entries flushed since the last call, for the owner
+    /// to drop where it likes (the driver: after its lock).
+    #[inline]
+    pub fn take_dead(&mut self) -> Vec<T> {
+        std::mem::take(&mut self.dead)
     }
 
     /// Discarded entries not yet flushed.
@@ -172,18 +183,24 @@ mod tests {
         (wheel, keys)
     }
 
+    /// Sorted: what `take_dead` handed back.
+    fn dead(wheel: &mut Wheel<u64>) -> Vec<u64> {
+        let mut dead = wheel.take_dead();
+        dead.sort_unstable();
+        dead
+    }
+
     #[test]
-    fn a_discarded_key_is_stale_at_once_and_its_entry_never_fires() {
+    fn a_discarded_entry_waits_untouched_and_never_fires() {
         let (mut wheel, [a, b, c]) = three_in_one_slot(10);
-        assert_eq!(wheel.discard(b), Some(2));
+        assert_eq!(wheel.discard(b), None, "batched");
         assert_eq!(
             (wheel.scheduled(), wheel.len(), wheel.discarded()),
             (2, 3, 1)
         );
-        assert_eq!(wheel.discard(b), None);
-        assert_eq!(wheel.remove(b), None);
-        assert_eq!(wheel.reset(b, 20), None);
-        assert_eq!(wheel.value_mut(b), None);
+        // Left as it was until the flush: the caller gave its key up.
+        assert_eq!(wheel.value(b), Some(&2));
+        assert_eq!(dead(&mut wheel), []);
         wheel.assert_invariants();
         let mut fired = Vec::new();
         while let Some(key) = wheel.pop_expired(10) {
@@ -191,8 +208,20 @@ mod tests {
         }
         assert_eq!(fired, [1, 3]);
         assert_eq!((wheel.len(), wheel.discarded()), (0, 0));
-        assert_eq!(wheel.value_mut(a), None);
-        assert_eq!(wheel.value_mut(c), None);
+        assert_eq!(dead(&mut wheel), [2], "the flush's value, handed back");
+        assert_eq!(dead(&mut wheel), [], "once");
+        for key in [a, b, c] {
+            assert_eq!(wheel.value_mut(key), None);
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "not scheduled")]
+    #[cfg(debug_assertions)]
+    fn discarding_a_fired_entry_is_the_callers_bug() {
+        let (mut wheel, [a, ..]) = three_in_one_slot(10);
+        assert_eq!(wheel.pop_expired(10), Some(a));
+        wheel.discard(a);
     }
 
     #[test]
@@ -206,9 +235,7 @@ mod tests {
             .map(|i| wheel.try_insert(1_000_000, i).unwrap())
             .collect();
         let (last, rest) = keys.split_last().unwrap();
-        for &key in rest {
-            assert!(wheel.discard(key).is_some());
-        }
+        let mut values: Vec<u64> = rest.iter().filter_map(|&key| wheel.discard(key)).collect();
         assert!(wheel.discarded() > 0, "a partial batch waits");
         assert_eq!(wheel.remove(*last), Some(n - 1));
         assert_eq!(
@@ -218,22 +245,9 @@ mod tests {
             wheel.allocated_entries()
         );
         assert!(wheel.allocated_entries() <= TRIM_FLOOR);
-        wheel.assert_invariants();
-    }
-
-    #[test]
-    fn an_entry_without_neighbours_is_removed_at_once() {
-        let mut wheel = Wheel::new(64);
-        let alone = wheel.try_insert(10, 1).unwrap();
-        assert_eq!(wheel.discard(alone), Some(1));
-        assert_eq!((wheel.len(), wheel.discarded()), (0, 0));
-        // Expired and handed out: unlinked, so no neighbours either.
-        let [a, b] = [2, 3].map(|value| wheel.try_insert(20, value).unwrap());
-        assert_eq!(wheel.pop_expired(20), Some(a));
-        assert_eq!(wheel.discard(a), Some(2));
-        assert_eq!((wheel.len(), wheel.discarded()), (1, 0));
-        assert_eq!(wheel.discard(b), Some(3));
-        assert_eq!((wheel.len(), wheel.discarded()), (0, 0));
+        values.extend(dead(&mut wheel));
+        values.sort_unstable();
+        assert_eq!(values, (0..n - 1).collect::<Vec<_>>(), "every value back");
         wheel.assert_invariants();
     }
 
@@ -246,7 +260,7 @@ mod tests {
         // Every other one first, so that neighbours are discarded too.
         let order: Vec<usize> = (0..BATCH).step_by(2).chain((1..BATCH).step_by(2)).collect();
         for (n, &i) in order.iter().enumerate() {
-            assert_eq!(wheel.discard(keys[i]), Some(i as u64));
+            assert_eq!(wheel.discard(keys[i]), None, "batched");
             wheel.assert_invariants();
             let left = n + 1 < BATCH;
             assert_eq!(
@@ -256,6 +270,7 @@ mod tests {
                 n + 1
             );
         }
+        assert_eq!(dead(&mut wheel), (0..BATCH as u64).collect::<Vec<_>>());
         assert_eq!(wheel.scheduled(), 1);
         assert_eq!(wheel.pop_expired(100), Some(keys[BATCH]));
     }
@@ -263,10 +278,11 @@ mod tests {
     #[test]
     fn shutdown_takes_only_what_was_not_discarded() {
         let (mut wheel, [_, b, _]) = three_in_one_slot(10);
-        wheel.discard(b);
+        assert_eq!(wheel.discard(b), None);
         let mut left = wheel.take_scheduled_values(|_| true);
         left.sort_unstable();
         assert_eq!(left, [1, 3]);
+        assert_eq!(dead(&mut wheel), [2]);
     }
 
     #[test]
@@ -286,19 +302,23 @@ mod tests {
     #[test]
     fn discarding_the_last_entries_flushes_them_and_gives_the_slab_back() {
         let mut wheel = Wheel::new(64);
-        let keys: Vec<_> = (0..3 * TRIM_FLOOR as u64)
+        let n = 3 * TRIM_FLOOR as u64;
+        let keys: Vec<_> = (0..n)
             .map(|i| wheel.try_insert(1_000_000, i).unwrap())
             .collect();
         assert!(wheel.allocated_entries() >= 3 * TRIM_FLOOR);
-        for key in keys {
-            assert!(wheel.discard(key).is_some());
-        }
+        let mut values: Vec<u64> = keys
+            .into_iter()
+            .filter_map(|key| wheel.discard(key))
+            .collect();
         assert_eq!((wheel.discarded(), wheel.len()), (0, 0));
         assert!(
             wheel.allocated_entries() <= TRIM_FLOOR,
             "{} entries' room kept",
             wheel.allocated_entries()
         );
+        values.extend(dead(&mut wheel));
+        assert_eq!(values.len() as u64, n);
         wheel.assert_invariants();
     }
 
@@ -343,27 +363,30 @@ mod tests {
             }
         }
         let mut unlimited: Wheel<u64> = Wheel::new(64);
-        unlimited.next_generation = DISCARDED - 1;
+        unlimited.next_generation = GENERATIONS - 1;
         let earlier = unlimited.try_insert(10, 0).unwrap();
         let latest = unlimited.try_insert(10, 1).unwrap();
-        assert_eq!((earlier.generation, latest.generation), (DISCARDED - 1, 0));
-        assert_eq!(unlimited.discard(earlier), Some(0));
+        assert_eq!(
+            (earlier.generation, latest.generation),
+            (GENERATIONS - 1, 0)
+        );
+        assert_eq!(unlimited.discard(earlier), None);
         assert_eq!(unlimited.discarded(), 1, "two insertions ago: batched");
         let earlier = unlimited.try_insert(10, 2).unwrap();
-        assert_eq!(unlimited.insertions_since(DISCARDED - 1), 3);
+        assert_eq!(unlimited.insertions_since(GENERATIONS - 1), 3);
         assert_eq!(unlimited.discard(earlier), Some(2));
         assert_eq!(unlimited.discarded(), 1, "the latest: at once");
     }
 
     #[test]
-    fn no_key_is_ever_given_the_discarded_mark() {
+    fn an_unlimited_wheel_never_hands_out_generation_u32_max() {
         let mut wheel: Wheel<u64> = Wheel::new(64);
-        wheel.next_generation = DISCARDED - 1;
+        wheel.next_generation = GENERATIONS - 1;
         let a = wheel.try_insert(10, 1).unwrap();
         let b = wheel.try_insert(10, 2).unwrap();
         assert_eq!(
             (a.generation, b.generation),
-            (DISCARDED - 1, 0),
+            (GENERATIONS - 1, 0),
             "generations {:#b} then {:#b}",
             a.generation,
             b.generation

@@ -15,7 +15,7 @@ use super::entry::{Entry, NIL};
 use super::level::{slot_for, Level};
 use super::list::List;
 use super::slots::Slots;
-use super::{discard, Key, Wheel};
+use super::{Key, Wheel};
 
 impl<T> Wheel<T> {
     /// A queue's wheel: like [`Wheel::new`], but its slab has room for
@@ -106,7 +106,7 @@ impl<T> Wheel<T> {
     /// hands it out (after the entries already due).
     pub(crate) fn insert(&mut self, deadline: u64, value: T) -> Key {
         let generation = self.next_generation;
-        debug_assert!(generation < self.generations && generation != discard::DISCARDED);
+        debug_assert!(generation < self.generations);
         // No overflow: `generation < generations <= u32::MAX`.
         self.next_generation = match generation + 1 {
             next if next == self.generations => 0,

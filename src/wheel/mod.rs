@@ -108,11 +108,14 @@ pub struct Wheel<T> {
     scheduled: usize,
     /// Entries discarded and still linked; see `discard.rs`.
     discarded: Vec<u32>,
+    /// The values of discarded entries flushed since the owner last took
+    /// them ([`take_dead`](Wheel::take_dead)).
+    dead: Vec<T>,
     /// Generations come from this wheel-wide counter, never from a slot, so
     /// trimming the slab's vacant tail cannot make a stale key valid again.
     next_generation: u32,
     /// How many generations there are: keys carry `0..generations`, then
-    /// the counter starts again at 0. [`DISCARDED`](discard::DISCARDED)
+    /// the counter starts again at 0. [`GENERATIONS`](discard::GENERATIONS)
     /// unless [`limit_generations`](Wheel::limit_generations) said fewer.
     generations: u32,
     /// How many slots `process_slot` has emptied; tests check idle skipping.
@@ -149,8 +152,9 @@ impl<T> Wheel<T> {
             bits: slots_per_level.trailing_zeros(),
             scheduled: 0,
             discarded: Vec::new(),
+            dead: Vec::new(),
             next_generation: 0,
-            generations: discard::DISCARDED,
+            generations: discard::GENERATIONS,
             #[cfg(test)]
             slots_processed: 0,
             #[cfg(test)]
@@ -192,9 +196,17 @@ impl<T> Wheel<T> {
     /// Removes the entry, scheduled or expired, and returns its value.
     /// `None` if the key is stale.
     pub fn remove(&mut self, key: Key) -> Option<T> {
+        self.remove_scheduled(key).map(|(value, _)| value)
+    }
+
+    /// [`remove`](Wheel::remove), also saying whether the entry was still
+    /// scheduled (not handed out by `pop_expired`): one lookup for both.
+    #[inline]
+    pub(crate) fn remove_scheduled(&mut self, key: Key) -> Option<(T, bool)> {
         let entry = self.entry(key)?;
         let (place, prev, next) = (entry.place, entry.prev, entry.next);
-        Some(self.take_out(key.index, place, prev, next))
+        let value = self.take_out(key.index, place, prev, next);
+        Some((value, place != Place::Unlinked))
     }
 
     /// Removes the entry if it is no longer scheduled (`pop_expired` handed
@@ -298,7 +310,7 @@ impl<T> Wheel<T> {
         self.entries
             .iter()
             .filter(|(_, entry)| entry.place != Place::Unlinked)
-            .filter(|(_, entry)| entry.generation != discard::DISCARDED)
+            .filter(|(index, _)| !self.discarded.contains(&(*index as u32)))
             .map(|(_, entry)| entry.deadline)
             .min()
     }

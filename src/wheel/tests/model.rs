@@ -12,8 +12,9 @@ enum Op {
     Insert(u64),
     /// Removes live entry `i % live`, scheduled or fired.
     Remove(usize),
-    /// Discards live entry `i % live`, scheduled or fired: as `Remove`, but
-    /// the unlinking may wait for a flush.
+    /// Cancels live entry `i % live` as the driver does: a scheduled one by
+    /// `discard` (its unlinking, and its value, may wait for a flush), a
+    /// fired one by `remove_scheduled`.
     Discard(usize),
     /// Moves live entry `i % live`, scheduled or fired, `d` ticks from now.
     Reset(usize, u64),
@@ -75,6 +76,10 @@ fn run_model(slots: usize, ops: &[Op]) {
     let mut reference: BTreeMap<(u64, u64), Key> = BTreeMap::new();
     let mut live: Vec<Live> = Vec::new();
     let mut dead: Vec<Key> = Vec::new();
+    // Discarded and not yet flushed: their keys (stale once flushed), and
+    // the values a flush owes `take_dead`.
+    let mut limbo: Vec<Key> = Vec::new();
+    let mut owed: Vec<u64> = Vec::new();
     let mut now = 0u64;
     let mut next_id = 0u64;
     for op in ops {
@@ -112,9 +117,22 @@ fn run_model(slots: usize, ops: &[Op]) {
             }
             Op::Discard(i) if !live.is_empty() => {
                 let e = live.swap_remove(i % live.len());
-                assert_eq!(wheel.discard(e.key), Some(e.id));
-                assert_eq!(reference.remove(&(e.deadline, e.id)).is_some(), !e.fired);
-                dead.push(e.key);
+                if e.fired {
+                    assert_eq!(wheel.remove_scheduled(e.key), Some((e.id, false)));
+                    dead.push(e.key);
+                } else {
+                    assert!(reference.remove(&(e.deadline, e.id)).is_some());
+                    match wheel.discard(e.key) {
+                        Some(value) => {
+                            assert_eq!(value, e.id);
+                            dead.push(e.key);
+                        }
+                        None => {
+                            owed.push(e.id);
+                            limbo.push(e.key);
+                        }
+                    }
+                }
             }
             Op::Reset(i, d) if !live.is_empty() => {
                 let i = i % live.len();
@@ -229,6 +247,14 @@ fn run_model(slots: usize, ops: &[Op]) {
             _ => {}
         }
         wheel.assert_invariants();
+        for value in wheel.take_dead() {
+            let at = owed.iter().position(|&o| o == value);
+            owed.swap_remove(at.unwrap_or_else(|| panic!("{value} handed back, not owed")));
+        }
+        if wheel.discarded() == 0 {
+            assert_eq!(owed, [], "flushed, not handed back");
+            dead.append(&mut limbo);
+        }
         assert_eq!(wheel.scheduled(), reference.len());
         assert_eq!(wheel.len(), live.len() + wheel.discarded());
         match reference.keys().next() {
