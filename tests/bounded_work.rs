@@ -311,3 +311,45 @@ fn a_waker_let_go_by_a_batched_cancel_is_dropped_after_the_lock() {
         .recv_timeout(Duration::from_secs(30))
         .expect("deadlocked: a waker dropped under the shard's lock");
 }
+
+/// Wakers whose drop panics, let go of by one flush of a batch of cancels:
+/// each drop is contained on its own and counted, as the shutdown's
+/// closures' are. Dropped together in one `contain`, the second drop
+/// panics while the first is unwinding, and the process aborts (so the test
+/// runs in a child process).
+#[test]
+fn wakers_panicking_on_drop_let_go_by_one_flush_are_each_contained() {
+    if !common::in_a_child("WHEEL_PANICKING_WAKER_DROPS", &[]) {
+        return;
+    }
+    struct Bomb;
+    impl Wake for Bomb {
+        fn wake(self: Arc<Self>) {}
+    }
+    impl Drop for Bomb {
+        fn drop(&mut self) {
+            panic!("the waker's drop panics");
+        }
+    }
+    let timer = common::manual();
+    let bombs: Vec<_> = (0..2)
+        .map(|_| {
+            let waker = Waker::from(Arc::new(Bomb));
+            let mut sleep = timer.sleep(Duration::from_secs(1));
+            assert!(poll_once(&mut sleep, &waker).is_pending());
+            sleep
+        })
+        .collect();
+    // Registered after them, so that their cancels are batched, not
+    // removed at once as one of the last few.
+    let later: Vec<_> = (0..100)
+        .map(|_| common::registered(timer.sleep(Duration::from_secs(3))))
+        .collect();
+    drop(bombs);
+    // A stats read flushes the batch; the two last clones go after the lock.
+    let stats = timer.stats();
+    assert_eq!((stats.pending, stats.cancelled), (100, 2));
+    assert_eq!(timer.stats().panicked, 2, "each panicking drop counted");
+    drop(later);
+    assert_eq!(timer.stats().pending, 0);
+}
