@@ -31,7 +31,7 @@
 use super::job::{CallbackState, Job};
 use super::pass::contain;
 use super::shard::{Inner, Shard};
-use crate::sync::{Arc, MutexGuard};
+use crate::sync::{Arc, MutexGuard, Ordering};
 use crate::wheel::Key;
 
 impl Shard {
@@ -102,13 +102,21 @@ impl Shard {
         let dead = inner.wheel.has_dead().then(|| inner.wheel.take_dead());
         drop(inner);
         if let Some(dead) = dead {
-            drop_dead(dead);
+            self.drop_dead(dead);
         }
     }
-}
 
-#[cold]
-#[inline(never)]
-fn drop_dead(dead: Vec<Job>) {
-    contain(move || drop(dead));
+    /// Drops a flush's values, each in a [`contain`] of its own, counting
+    /// those whose drop panicked: one `contain` around the whole `Vec`
+    /// would have a second panicking drop panic during the first's
+    /// unwinding, which aborts the process.
+    #[cold]
+    #[inline(never)]
+    fn drop_dead(&self, dead: Vec<Job>) {
+        for job in dead {
+            if contain(move || drop(job)) {
+                self.panicked.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
 }
