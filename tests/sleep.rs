@@ -471,3 +471,39 @@ async fn a_duration_just_over_thirty_years_is_capped_as_tokios_is() {
         }
     }
 }
+
+/// A paused shard left with nothing pending disarms its alarm (`tidy`), so
+/// that auto-advance does not jump to a deadline nobody waits for. Cancels
+/// still waiting in a batch must go then too: their slots were what kept
+/// the alarm armed no later than their deadlines, and with it disarmed no
+/// pass comes to flush them. A sleep that fired and is not polled again
+/// (an interval nobody ticks) keeps its entry, and so its chunk, from
+/// holding cancelled entries only.
+#[test]
+fn a_paused_shard_left_with_nothing_pending_lets_go_of_its_batched_wakers() {
+    let rt = common::paused_rt();
+    let timer = rt.block_on(async { wheel::Timer::builder().build().unwrap() });
+    let _in_rt = rt.enter();
+    let counted = std::sync::Arc::new(Counted);
+    let waker = std::task::Waker::from(counted.clone());
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut fired = timer.sleep(ms(1));
+    assert!(Pin::new(&mut fired).poll(&mut cx).is_pending());
+    let sleeps: Vec<_> = (0..200)
+        .map(|_| {
+            let mut sleep = timer.sleep(Duration::from_secs(3600));
+            assert!(Pin::new(&mut sleep).poll(&mut cx).is_pending());
+            sleep
+        })
+        .collect();
+    rt.block_on(time::sleep(ms(2)));
+    assert!(fired.is_elapsed());
+    // The oldest first: most are batched, the last 64 freed at once.
+    drop(sleeps);
+    // Idle, long past every deadline: no pass has anything to do.
+    rt.block_on(time::sleep(Duration::from_secs(7200)));
+    let kept = std::sync::Arc::strong_count(&counted) - 2;
+    assert_eq!(kept, 0, "wakers of sleeps dropped two hours ago still held");
+    assert_eq!(timer.stats().pending, 0);
+    drop(fired);
+}
