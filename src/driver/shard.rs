@@ -322,10 +322,20 @@ impl Shard {
     /// parks. Disarming replaces the tokio timer with one never registered,
     /// and wakes no one. On a running clock nothing is done: there the
     /// alarm finds nothing and re-arms for what is left.
+    ///
+    /// Cancels still batched (`wheel/discard.rs`) are flushed then: only
+    /// their slots kept the alarm armed no later than their deadlines, so
+    /// with it disarmed no pass would come to let go of their wakers. The
+    /// caller lets go of the lock by [`unlock`](Shard::unlock).
     pub(super) fn tidy(&self, inner: &mut Inner) {
-        if inner.clock_still && inner.wake_at != NEVER && inner.wheel.scheduled() == 0 {
-            inner.wake_at = NEVER;
-            let _ = self.arm(inner, NEVER);
+        if inner.clock_still && inner.wheel.scheduled() == 0 {
+            if inner.wheel.has_discarded() {
+                inner.wheel.flush_discarded();
+            }
+            if inner.wake_at != NEVER {
+                inner.wake_at = NEVER;
+                let _ = self.arm(inner, NEVER);
+            }
         }
     }
 

@@ -164,6 +164,12 @@ impl<T> Wheel<T> {
         std::mem::take(&mut self.dead)
     }
 
+    /// Whether discarded entries wait for a flush.
+    #[inline]
+    pub(crate) fn has_discarded(&self) -> bool {
+        !self.discarded.is_empty()
+    }
+
     /// Discarded entries not yet flushed.
     #[cfg(test)]
     pub(crate) fn discarded(&self) -> usize {
