@@ -117,8 +117,18 @@ fn run_model(slots: usize, ops: &[Op]) {
             }
             Op::Discard(i) if !live.is_empty() => {
                 let e = live.swap_remove(i % live.len());
-                if e.fired {
-                    assert_eq!(wheel.remove_scheduled(e.key), Some((e.id, false)));
+                // The driver's rule (`Shard::cancel`): by the deadline alone,
+                // a deadline after `elapsed` is surely scheduled.
+                if e.deadline > wheel.elapsed() {
+                    assert!(!e.fired, "{e:?} fired, its deadline after elapsed");
+                    assert_eq!(wheel.is_scheduled(e.key), Some(true));
+                }
+                if e.deadline <= wheel.elapsed() {
+                    let scheduled = !e.fired;
+                    assert_eq!(wheel.remove_scheduled(e.key), Some((e.id, scheduled)));
+                    if scheduled {
+                        assert!(reference.remove(&(e.deadline, e.id)).is_some());
+                    }
                     dead.push(e.key);
                 } else {
                     assert!(reference.remove(&(e.deadline, e.id)).is_some());
