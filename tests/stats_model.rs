@@ -23,6 +23,15 @@ enum Op {
     Cancel(usize),
     Advance(u64),
     Shutdown,
+    /// Registers 70 sleeps far off (kept, and droppable as any other): the
+    /// sleeps made before are no longer among the last 64 registered, so
+    /// their cancels are batched (`wheel/discard.rs`), not done at once.
+    Crowd,
+}
+
+/// [`op`], with [`Op::Crowd`] now and then.
+fn crowded_op() -> impl Strategy<Value = Op> {
+    prop_oneof![10 => op(), 1 => Just(Op::Crowd)]
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -161,6 +170,12 @@ fn run(ops: &[Op]) {
                 }
             }
             Op::Advance(d) => timer.advance(ms(d)),
+            Op::Crowd if !m.shut_down => {
+                for _ in 0..70 {
+                    let s = timer.try_sleep(ms(1_000_000)).unwrap();
+                    sleeps.push((task::spawn(s), now + ms(1_000_000), S::Pending));
+                }
+            }
             Op::Shutdown if !m.shut_down => {
                 let unfired = timer.shutdown();
                 m.shut_down = true;
@@ -213,6 +228,17 @@ proptest! {
 
     #[test]
     fn stats_match_a_model(ops in prop::collection::vec(op(), 1..40)) {
+        let _guard = common::guard();
+        run(&ops);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// As above, with crowds, so that cancels are batched.
+    #[test]
+    fn stats_match_a_model_with_batched_cancels(ops in prop::collection::vec(crowded_op(), 1..60)) {
         let _guard = common::guard();
         run(&ops);
     }
