@@ -151,3 +151,72 @@ fn a_delay_queue_first_polled_by_a_thread_locals_destructor_after_tokios_does_no
         assert_eq!(start.elapsed(), secs(1));
     });
 }
+
+/// Sleeps registered by tasks on both workers of a multi-thread runtime,
+/// handed to other tasks (so most are dropped on a thread other than the
+/// one whose shard holds them), enough of them that most cancels are
+/// batched (`wheel/discard.rs`), while passes fire the rest: every count
+/// exact at the end, and no entry left. (Debug builds check under every
+/// lock that no flush's values were left there.)
+#[test]
+fn batched_cancels_from_other_threads_beside_passes_leave_exact_counts() {
+    let rt = common::multi_rt();
+    let timer = rt.block_on(async { wheel::Timer::builder().build().unwrap() });
+    const TASKS: u64 = 8;
+    const EACH: u64 = 400;
+    // Completed at their first poll: neither fired nor cancelled.
+    let ready = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    rt.block_on(async {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<wheel::Sleep>();
+        let mut makers = Vec::new();
+        for t in 0..TASKS {
+            let (timer, tx, ready) = (timer.clone(), tx.clone(), ready.clone());
+            makers.push(tokio::spawn(async move {
+                for i in 0..EACH {
+                    // Some due within the test (fired by passes), most far off.
+                    let d = if (i + t) % 5 == 0 { ms(1 + i % 7) } else { secs(3600) };
+                    let mut sleep = timer.sleep(d);
+                    std::future::poll_fn(|cx| {
+                        if Pin::new(&mut sleep).poll(cx).is_ready() {
+                            ready.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        std::task::Poll::Ready(())
+                    })
+                    .await;
+                    tx.send(sleep).unwrap();
+                    if i % 50 == 0 {
+                        tokio::time::sleep(ms(1)).await;
+                    }
+                }
+            }));
+        }
+        drop(tx);
+        let dropper = tokio::spawn(async move {
+            let mut n = 0u64;
+            while let Some(sleep) = rx.recv().await {
+                n += 1;
+                // Handed on once more now and then, to be dropped later.
+                if n % 3 == 0 {
+                    tokio::spawn(async move {
+                        tokio::task::yield_now().await;
+                        drop(sleep);
+                    });
+                } else {
+                    drop(sleep);
+                }
+            }
+            n
+        });
+        for maker in makers {
+            maker.await.unwrap();
+        }
+        assert_eq!(dropper.await.unwrap(), TASKS * EACH);
+        tokio::time::sleep(ms(20)).await;
+    });
+    let stats = timer.stats();
+    assert_eq!((stats.pending, stats.entries), (0, 0), "{stats:?}");
+    let ready = ready.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(stats.fired + stats.cancelled + ready, TASKS * EACH, "{stats:?}");
+    assert!(stats.cancelled > TASKS * EACH / 2, "{stats:?}");
+    assert_eq!(stats.panicked, 0, "{stats:?}");
+}
