@@ -174,7 +174,11 @@ fn batched_cancels_from_other_threads_beside_passes_leave_exact_counts() {
             makers.push(tokio::spawn(async move {
                 for i in 0..EACH {
                     // Some due within the test (fired by passes), most far off.
-                    let d = if (i + t) % 5 == 0 { ms(1 + i % 7) } else { secs(3600) };
+                    let d = if (i + t) % 5 == 0 {
+                        ms(1 + i % 7)
+                    } else {
+                        secs(3600)
+                    };
                     let mut sleep = timer.sleep(d);
                     std::future::poll_fn(|cx| {
                         if Pin::new(&mut sleep).poll(cx).is_ready() {
@@ -216,7 +220,11 @@ fn batched_cancels_from_other_threads_beside_passes_leave_exact_counts() {
     let stats = timer.stats();
     assert_eq!((stats.pending, stats.entries), (0, 0), "{stats:?}");
     let ready = ready.load(std::sync::atomic::Ordering::Relaxed);
-    assert_eq!(stats.fired + stats.cancelled + ready, TASKS * EACH, "{stats:?}");
+    assert_eq!(
+        stats.fired + stats.cancelled + ready,
+        TASKS * EACH,
+        "{stats:?}"
+    );
     assert!(stats.cancelled > TASKS * EACH / 2, "{stats:?}");
     assert_eq!(stats.panicked, 0, "{stats:?}");
 }

@@ -307,3 +307,41 @@ fn a_sleep_reset_after_completing_wakes_no_one_until_polled_again() {
         assert_ready!(ours.poll());
     });
 }
+
+/// Counts the clones of a waker alive (its `Arc`'s strong count).
+struct Counted;
+
+impl std::task::Wake for Counted {
+    fn wake(self: Arc<Self>) {}
+}
+
+/// A pending sleep dropped long after it was made: tokio's lets go of the
+/// waker it holds at once, in its drop; the wheel leaves the entry, and
+/// the waker in it, for a batch of cancels (`src/wheel/discard.rs`), freed
+/// when 128 have gathered, at the timer's next pass, or at a stats read.
+/// The count of pending timers goes at once.
+#[test]
+fn a_dropped_sleeps_waker_goes_with_its_batch_of_cancels() {
+    paused_rt().block_on(async {
+        let counted = Arc::new(Counted);
+        let waker = Waker::from(counted.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut theirs = Box::pin(tokio::time::sleep(ms(50)));
+        let mut ours = wheel::sleep(ms(50));
+        assert!(theirs.as_mut().poll(&mut cx).is_pending());
+        assert!(Pin::new(&mut ours).poll(&mut cx).is_pending());
+        // Made after it, so that it is not one of the last few (freed at
+        // once: its lines are still in cache).
+        let later: Vec<_> = (0..100)
+            .map(|_| common::registered(wheel::sleep(ms(60))))
+            .collect();
+        let held = Arc::strong_count(&counted);
+        drop(theirs);
+        assert_eq!(Arc::strong_count(&counted), held - 1, "tokio's, at once");
+        drop(ours);
+        assert_eq!(Arc::strong_count(&counted), held - 1, "the wheel's, kept");
+        assert_eq!(wheel::Timer::current().stats().pending, 100);
+        assert_eq!(Arc::strong_count(&counted), held - 2, "flushed by the read");
+        drop(later);
+    });
+}

@@ -9,8 +9,8 @@
 //! with the `Sleep`: at the latest when `BATCH` cancels have gathered,
 //! when the shard's next pass runs (a pass flushes before it fires, and
 //! the batch's slots keep the alarm armed no later than their deadlines),
-//! when a chunk would hold cancelled entries only, or when the stats are
-//! read. A cancel of an entry that may have fired reads it, and frees it
+//! when a chunk would hold cancelled entries only, when the stats are
+//! read, or, on a paused clock, once nothing else is pending (`tidy`). A cancel of an entry that may have fired reads it, and frees it
 //! and its waker at once; so does a cancel of one of the last few entries
 //! registered (a timeout around a future that was nearly ready).
 //!
