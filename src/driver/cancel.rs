@@ -16,7 +16,7 @@
 //!
 //! A flush can happen under any lock of a shard that removes or cancels an
 //! entry, or reads the stats. It leaves the entries' values in the wheel
-//! ([`Wheel::take_dead`]): wakers, whose drop may take this very lock (the
+//! ([`Wheel::move_dead_into`]): wakers, whose drop may take this very lock (the
 //! last clone of a waker can drop its task, and in it another sleep of
 //! this shard). So each such lock is let go of through
 //! [`Shard::unlock`], which takes them out first and drops them once the
@@ -26,7 +26,10 @@
 //! lock was let go of another way with values left: a test that reaches
 //! such a path fails there.
 //!
-//! [`Wheel::take_dead`]: crate::wheel::Wheel::take_dead
+//! [`Wheel::move_dead_into`]: crate::wheel::Wheel::move_dead_into
+
+#[cfg(not(loom))]
+use std::cell::Cell;
 
 use super::job::{CallbackState, Job};
 use super::pass::contain;
@@ -98,25 +101,59 @@ impl Shard {
 
     /// Lets go of the lock, then drops what a flush under it let go of.
     #[inline(always)]
-    pub(super) fn unlock(&self, mut inner: MutexGuard<'_, Inner>) {
-        let dead = inner.wheel.has_dead().then(|| inner.wheel.take_dead());
-        drop(inner);
-        if let Some(dead) = dead {
-            self.drop_dead(dead);
+    pub(super) fn unlock(&self, inner: MutexGuard<'_, Inner>) {
+        if inner.wheel.has_dead() {
+            self.unlock_dead(inner);
         }
     }
 
-    /// Drops a flush's values, each in a [`contain`] of its own, counting
-    /// those whose drop panicked: one `contain` around the whole `Vec`
-    /// would have a second panicking drop panic during the first's
-    /// unwinding, which aborts the process.
+    /// [`unlock`](Shard::unlock) after a flush. The values move into a
+    /// buffer of this thread's, and the wheel keeps its own, so that once
+    /// warm neither allocates: an allocation here (2 KiB, past glibc's
+    /// per-thread cache) could wait for the allocator's lock, which the
+    /// `wheel-free` thread holds while it hands memory back (`elsewhere.rs`;
+    /// `compare`'s worst newest-first drop at a million read 0.6-1.8 ms
+    /// with a `Vec` a flush). Each value is dropped in a [`contain`] of its
+    /// own, counted if it panicked: one `contain` around them all would
+    /// have a second panicking drop panic during the first's unwinding,
+    /// which aborts the process.
     #[cold]
     #[inline(never)]
-    fn drop_dead(&self, dead: Vec<Job>) {
-        for job in dead {
+    fn unlock_dead(&self, mut inner: MutexGuard<'_, Inner>) {
+        // Taken, not borrowed: a waker's drop below may flush and unlock
+        // again on this thread (it then finds the buffer empty).
+        let mut dead = take_buffer();
+        inner.wheel.move_dead_into(&mut dead);
+        drop(inner);
+        for job in dead.drain(..) {
             if contain(move || drop(job)) {
                 self.panicked.fetch_add(1, Ordering::Relaxed);
             }
         }
+        keep_buffer(dead);
     }
+}
+
+#[cfg(not(loom))]
+std::thread_local! {
+    /// This thread's buffer for a flush's values, empty between uses.
+    static DEAD: Cell<Vec<Job>> = const { Cell::new(Vec::new()) };
+}
+
+/// This thread's buffer, or a new one (in a thread-local's destructor,
+/// or under loom).
+fn take_buffer() -> Vec<Job> {
+    #[cfg(not(loom))]
+    return DEAD.try_with(Cell::take).unwrap_or_default();
+    #[cfg(loom)]
+    return Vec::new();
+}
+
+/// Gives the emptied buffer back, for this thread's next flush.
+fn keep_buffer(dead: Vec<Job>) {
+    debug_assert!(dead.is_empty());
+    #[cfg(not(loom))]
+    let _ = DEAD.try_with(|buffer| buffer.set(dead));
+    #[cfg(loom)]
+    drop(dead);
 }

@@ -29,7 +29,7 @@
 //! # The values: dropped by the owner, after its lock
 //!
 //! A flush takes the discarded entries' values out into
-//! [`dead`](Wheel::take_dead), and leaves them there: the driver's are
+//! [`dead`](Wheel::move_dead_into), and leaves them there: the driver's are
 //! wakers, and dropping the last clone of a waker may drop a task, and in
 //! it another sleep of the same shard, whose drop takes the shard's lock.
 //! So the shard takes them out under its lock and drops them after (its
@@ -78,7 +78,7 @@ impl<T> Wheel<T> {
     /// knows it is, and that the key is current). Returns its value if it
     /// was removed at once (one of the last few inserted); otherwise the
     /// entry waits, untouched, for a flush, which puts its value in
-    /// [`take_dead`](Wheel::take_dead)'s list. The key is the caller's no
+    /// [`move_dead_into`](Wheel::move_dead_into)'s list. The key is the caller's no
     /// more.
     #[inline(always)]
     pub fn discard(&mut self, key: Key) -> Option<T> {
@@ -118,7 +118,7 @@ impl<T> Wheel<T> {
     }
 
     /// Unlinks and frees every discarded entry, its value going to
-    /// [`take_dead`](Wheel::take_dead)'s list.
+    /// [`move_dead_into`](Wheel::move_dead_into)'s list.
     #[inline(never)]
     pub(crate) fn flush_discarded(&mut self) {
         let discarded = std::mem::take(&mut self.discarded);
@@ -151,16 +151,24 @@ impl<T> Wheel<T> {
         self.discarded.clear();
     }
 
-    /// Whether a flush has left values for [`take_dead`](Wheel::take_dead).
+    /// Whether a flush has left values for
+    /// [`move_dead_into`](Wheel::move_dead_into).
     #[inline]
     pub(crate) fn has_dead(&self) -> bool {
         !self.dead.is_empty()
     }
 
-    /// The values of the entries flushed since the last call, for the owner
-    /// to drop where it likes (the driver: after its lock).
+    /// Moves the values of the entries flushed since the last call into
+    /// `into`, for the owner to drop where it likes (the driver: after its
+    /// lock); the wheel keeps its buffer's room for the next flush.
     #[inline]
-    pub fn take_dead(&mut self) -> Vec<T> {
+    pub fn move_dead_into(&mut self, into: &mut Vec<T>) {
+        into.append(&mut self.dead);
+    }
+
+    /// [`move_dead_into`](Wheel::move_dead_into) a new `Vec`.
+    #[cfg(test)]
+    pub(crate) fn take_dead(&mut self) -> Vec<T> {
         std::mem::take(&mut self.dead)
     }
 

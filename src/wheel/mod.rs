@@ -109,7 +109,7 @@ pub struct Wheel<T> {
     /// Entries discarded and still linked; see `discard.rs`.
     discarded: Vec<u32>,
     /// The values of discarded entries flushed since the owner last took
-    /// them ([`take_dead`](Wheel::take_dead)).
+    /// them ([`move_dead_into`](Wheel::move_dead_into)).
     dead: Vec<T>,
     /// Generations come from this wheel-wide counter, never from a slot, so
     /// trimming the slab's vacant tail cannot make a stale key valid again.
