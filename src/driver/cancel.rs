@@ -28,10 +28,7 @@
 //!
 //! [`Wheel::move_dead_into`]: crate::wheel::Wheel::move_dead_into
 
-#[cfg(not(loom))]
-use std::cell::Cell;
-
-use super::job::{CallbackState, Job};
+use super::job::{Batch, CallbackState, Job};
 use super::pass::contain;
 use super::shard::{Inner, Shard};
 use crate::sync::{Arc, MutexGuard, Ordering};
@@ -108,52 +105,27 @@ impl Shard {
     }
 
     /// [`unlock`](Shard::unlock) after a flush. The values move into a
-    /// buffer of this thread's, and the wheel keeps its own, so that once
-    /// warm neither allocates: an allocation here (2 KiB, past glibc's
-    /// per-thread cache) could wait for the allocator's lock, which the
-    /// `wheel-free` thread holds while it hands memory back (`elsewhere.rs`;
-    /// `compare`'s worst newest-first drop at a million read 0.6-1.8 ms
-    /// with a `Vec` a flush). Each value is dropped in a [`contain`] of its
-    /// own, counted if it panicked: one `contain` around them all would
-    /// have a second panicking drop panic during the first's unwinding,
-    /// which aborts the process.
+    /// [`Batch`], whose buffer this thread keeps (a pass's), and the wheel
+    /// keeps its own, so that once warm neither allocates: an allocation
+    /// here (2 KiB, past glibc's per-thread cache) could wait for the
+    /// allocator's lock, which the `wheel-free` thread holds while it hands
+    /// memory back (`elsewhere.rs`; `compare`'s worst newest-first drop at
+    /// a million read 0.6-1.8 ms with a `Vec` a flush). Each value is
+    /// dropped in a [`contain`] of its own, counted if it panicked: one
+    /// `contain` around them all would have a second panicking drop panic
+    /// during the first's unwinding, which aborts the process.
     #[cold]
     #[inline(never)]
     fn unlock_dead(&self, mut inner: MutexGuard<'_, Inner>) {
         // Taken, not borrowed: a waker's drop below may flush and unlock
-        // again on this thread (it then finds the buffer empty).
-        let mut dead = take_buffer();
-        inner.wheel.move_dead_into(&mut dead);
+        // again on this thread (it then finds the buffer taken).
+        let mut dead = Batch::new();
+        inner.wheel.move_dead_into(dead.buffer());
         drop(inner);
-        for job in dead.drain(..) {
+        for job in dead.drain() {
             if contain(move || drop(job)) {
                 self.panicked.fetch_add(1, Ordering::Relaxed);
             }
         }
-        keep_buffer(dead);
     }
-}
-
-#[cfg(not(loom))]
-std::thread_local! {
-    /// This thread's buffer for a flush's values, empty between uses.
-    static DEAD: Cell<Vec<Job>> = const { Cell::new(Vec::new()) };
-}
-
-/// This thread's buffer, or a new one (in a thread-local's destructor,
-/// or under loom).
-fn take_buffer() -> Vec<Job> {
-    #[cfg(not(loom))]
-    return DEAD.try_with(Cell::take).unwrap_or_default();
-    #[cfg(loom)]
-    return Vec::new();
-}
-
-/// Gives the emptied buffer back, for this thread's next flush.
-fn keep_buffer(dead: Vec<Job>) {
-    debug_assert!(dead.is_empty());
-    #[cfg(not(loom))]
-    let _ = DEAD.try_with(|buffer| buffer.set(dead));
-    #[cfg(loom)]
-    drop(dead);
 }

@@ -193,13 +193,6 @@ impl CallbackState {
     }
 }
 
-/// Work taken out of the wheel under the lock, done after releasing it.
-pub(crate) enum Fire {
-    Wake(Waker),
-    /// Still `PENDING`: run only if [`CallbackState::claim`] wins.
-    Call(Box<Callback>),
-}
-
 /// Wakers and callbacks collected before the lock is released to run them.
 #[cfg(not(loom))]
 const FIRE_BATCH: usize = 32;
@@ -208,21 +201,24 @@ const FIRE_BATCH: usize = 32;
 #[cfg(loom)]
 const FIRE_BATCH: usize = 2;
 
-/// Up to [`FIRE_BATCH`] fires taken out under the lock, in a buffer this
-/// thread keeps between passes ([`SPARE`]), so that firing allocates only
-/// the first time a thread fires anything. (A buffer on the stack would
+/// Up to [`FIRE_BATCH`] fires taken out under the lock (a waker, or a
+/// callback still `PENDING`, run only if [`CallbackState::claim`] wins),
+/// in a buffer this thread keeps between passes ([`SPARE`]), so that firing
+/// allocates only the first time a thread fires anything. A flush of
+/// cancelled entries hands their values out in one too, to be dropped
+/// (`cancel.rs`). (A buffer on the stack would
 /// allocate nothing at all, but making and dropping one cost about 240
 /// instructions a pass, a sixth of a pass that fires one timer: every one
 /// of its slots was written, then checked for something to drop.)
 pub(crate) struct Batch {
-    fires: Vec<Fire>,
+    fires: Vec<Job>,
 }
 
 std::thread_local! {
     /// The buffer of the last [`Batch`] dropped on this thread, empty. A
     /// pass that runs inside another's firing (a waker that runs a manual
     /// timer's `advance`) finds it taken and starts its own.
-    static SPARE: Cell<Vec<Fire>> = const { Cell::new(Vec::new()) };
+    static SPARE: Cell<Vec<Job>> = const { Cell::new(Vec::new()) };
 }
 
 impl Batch {
@@ -233,7 +229,7 @@ impl Batch {
     }
 
     /// Adds `fire`; `true` if the batch is now full and must be run.
-    pub(crate) fn push(&mut self, fire: Fire) -> bool {
+    pub(crate) fn push(&mut self, fire: Job) -> bool {
         if self.fires.capacity() == 0 {
             self.fires.reserve_exact(FIRE_BATCH);
         }
@@ -241,8 +237,13 @@ impl Batch {
         self.fires.len() == FIRE_BATCH
     }
 
+    /// The buffer, for values moved in whole (`cancel.rs`).
+    pub(crate) fn buffer(&mut self) -> &mut Vec<Job> {
+        &mut self.fires
+    }
+
     /// Takes the fires out, in the order they were pushed.
-    pub(crate) fn drain(&mut self) -> impl Iterator<Item = Fire> + '_ {
+    pub(crate) fn drain(&mut self) -> impl Iterator<Item = Job> + '_ {
         self.fires.drain(..)
     }
 }
@@ -265,7 +266,7 @@ mod tests {
         let mut batch = Batch::new();
         for round in 0..2 {
             for n in 1..=FIRE_BATCH {
-                let full = batch.push(Fire::Wake(Waker::noop().clone()));
+                let full = batch.push(Job::Wake(Waker::noop().clone()));
                 assert_eq!(full, n == FIRE_BATCH, "round {round}, push {n}");
             }
             assert_eq!(batch.drain().count(), FIRE_BATCH);

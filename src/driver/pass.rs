@@ -5,7 +5,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::task::Waker;
 
-use super::job::{held_waker, Batch, Fire, Job};
+use super::job::{held_waker, Batch, Job};
 use super::shard::{Inner, Shard};
 use super::{Deadline, NEVER};
 use crate::sync::{Arc, Ordering};
@@ -120,12 +120,12 @@ impl Shard {
 
     /// Wakes a waker or runs a callback, containing a panic so one bad
     /// waker or callback cannot stop the pass from serving everyone else.
-    pub(super) fn fire(&self, fire: Fire) {
+    pub(super) fn fire(&self, fire: Job) {
         let panicked = match fire {
-            Fire::Wake(waker) => contain(|| waker.wake()),
+            Job::Wake(waker) => contain(|| waker.wake()),
             // Dropped unrun if its handle cancelled it while it sat in the
             // batch; a panicking drop is contained too.
-            Fire::Call(callback) => contain(|| {
+            Job::Call(callback) => contain(|| {
                 if callback.state.claim() {
                     self.callbacks_fired.fetch_add(1, Ordering::Relaxed);
                     (callback.run)();
@@ -168,11 +168,11 @@ impl Inner {
         key: Key,
         waker: Option<Waker>,
         release: &mut Option<Arc<Shard>>,
-    ) -> Option<Fire> {
+    ) -> Option<Job> {
         match waker {
             Some(waker) => {
                 self.fired += 1;
-                held_waker(waker).map(Fire::Wake)
+                held_waker(waker).map(Job::Wake)
             }
             None => {
                 let Some(Job::Call(callback)) = self.wheel.remove(key) else {
@@ -181,7 +181,7 @@ impl Inner {
                 if let Some(last) = self.callback_done() {
                     *release = Some(last);
                 }
-                Some(Fire::Call(callback))
+                Some(Job::Call(callback))
             }
         }
     }

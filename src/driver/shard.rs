@@ -6,7 +6,7 @@ use std::task::{Poll, Waker};
 use tokio::time::Instant;
 
 use super::alarm::Alarm;
-use super::job::{held_waker, Callback, CallbackState, Fire, Job, WakerId};
+use super::job::{held_waker, Callback, CallbackState, Job, WakerId};
 use super::time::{Reading, Time};
 use super::{Clock, Deadline, Geometry, KEY_GENERATION_BITS, NEVER};
 use crate::error::Error;
@@ -368,7 +368,7 @@ impl Shard {
             self.unlock(inner);
             if let Some(Job::Wake(waker)) = job {
                 if let Some(waker) = held_waker(waker) {
-                    self.fire(Fire::Wake(waker));
+                    self.fire(Job::Wake(waker));
                 }
             }
             return Reset::Fired;

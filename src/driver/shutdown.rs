@@ -11,7 +11,7 @@
 use std::task::Waker;
 
 use super::alarm::Alarm;
-use super::job::{held_waker, Fire, Job, RunOrder};
+use super::job::{held_waker, Job, RunOrder};
 use super::shard::Shard;
 use crate::sync::Ordering;
 
@@ -69,7 +69,7 @@ impl Shard {
         self.unlock(inner);
         wakers
             .into_iter()
-            .for_each(|waker| self.fire(Fire::Wake(waker)));
+            .for_each(|waker| self.fire(Job::Wake(waker)));
         // Let the sentinel task finish once every shard has shut down.
         if let Some(sentinel) = sentinel {
             sentinel.wake();
