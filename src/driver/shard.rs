@@ -329,9 +329,9 @@ impl Shard {
     /// caller lets go of the lock by [`unlock`](Shard::unlock).
     pub(super) fn tidy(&self, inner: &mut Inner) {
         if inner.clock_still && inner.wheel.scheduled() == 0 {
-            if inner.wheel.has_discarded() {
-                inner.wheel.flush_discarded();
-            }
+            // A flush of none does nothing: the wheel gave its slab back,
+            // if it could, when it emptied.
+            inner.wheel.flush_discarded();
             if inner.wake_at != NEVER {
                 inner.wake_at = NEVER;
                 let _ = self.arm(inner, NEVER);

@@ -32,9 +32,9 @@
 //! [`dead`](Wheel::move_dead_into), and leaves them there: the driver's are
 //! wakers, and dropping the last clone of a waker may drop a task, and in
 //! it another sleep of the same shard, whose drop takes the shard's lock.
-//! So the shard takes them out under its lock and drops them after (its
-//! guard, `driver/locked.rs`, does it on every unlock), as it did when a
-//! cancel took the value out on the spot.
+//! So the shard takes them out under its lock and drops them after
+//! (`Shard::unlock`, `driver/cancel.rs`), as it did when a cancel took the
+//! value out on the spot.
 //!
 //! # At most one chunk emptied per call
 //!
@@ -77,9 +77,9 @@ impl<T> Wheel<T> {
     /// Cancels a scheduled entry (in a slot or the due list: the caller
     /// knows it is, and that the key is current). Returns its value if it
     /// was removed at once (one of the last few inserted); otherwise the
-    /// entry waits, untouched, for a flush, which puts its value in
-    /// [`move_dead_into`](Wheel::move_dead_into)'s list. The key is the caller's no
-    /// more.
+    /// entry waits, untouched, for a flush, which leaves its value for
+    /// [`move_dead_into`](Wheel::move_dead_into). The key is the caller's
+    /// no more.
     #[inline(always)]
     pub fn discard(&mut self, key: Key) -> Option<T> {
         debug_assert_eq!(
@@ -170,12 +170,6 @@ impl<T> Wheel<T> {
     #[cfg(test)]
     pub(crate) fn take_dead(&mut self) -> Vec<T> {
         std::mem::take(&mut self.dead)
-    }
-
-    /// Whether discarded entries wait for a flush.
-    #[inline]
-    pub(crate) fn has_discarded(&self) -> bool {
-        !self.discarded.is_empty()
     }
 
     /// Discarded entries not yet flushed.
