@@ -227,6 +227,16 @@ async fn no_call_on_a_million_sleeps_allocates_or_frees_more_than_a_few_chunks()
     }
 }
 
+/// `n` sleeps on `timer`, `after` from now, each registered by a poll.
+fn pending(timer: &Timer, n: usize, after: Duration) -> Vec<Sleep> {
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut sleeps: Vec<Sleep> = (0..n).map(|_| timer.sleep(after)).collect();
+    for sleep in &mut sleeps {
+        assert!(Pin::new(sleep).poll(&mut cx).is_pending());
+    }
+    sleeps
+}
+
 /// A pass hands its wakers out in batches kept in a buffer its thread
 /// reuses: once a thread has fired timers, firing more allocates nothing.
 #[test]
@@ -236,12 +246,7 @@ fn firing_again_on_a_thread_allocates_nothing() {
     let mut allocated = Vec::new();
     for _ in 0..3 {
         // More than a batch (32), so a pass hands out several.
-        let mut sleeps: Vec<Sleep> = (0..100)
-            .map(|_| timer.sleep(Duration::from_millis(5)))
-            .collect();
-        for sleep in &mut sleeps {
-            assert!(Pin::new(sleep).poll(&mut cx).is_pending());
-        }
+        let mut sleeps = pending(&timer, 100, Duration::from_millis(5));
         allocated.push(work_of(|| timer.advance(Duration::from_millis(5))).0);
         for sleep in &mut sleeps {
             assert!(Pin::new(sleep).poll(&mut cx).is_ready());
@@ -260,16 +265,10 @@ fn firing_again_on_a_thread_allocates_nothing() {
 #[test]
 fn cancelling_again_on_a_thread_allocates_nothing() {
     let timer = Timer::builder().manual().build().unwrap();
-    let mut cx = Context::from_waker(Waker::noop());
     let mut allocated = Vec::new();
     for _ in 0..3 {
         // Several batches of 128; none of the last 64 made (freed at once).
-        let mut sleeps: Vec<Sleep> = (0..1000)
-            .map(|_| timer.sleep(Duration::from_secs(5)))
-            .collect();
-        for sleep in &mut sleeps {
-            assert!(Pin::new(sleep).poll(&mut cx).is_pending());
-        }
+        let mut sleeps = pending(&timer, 1000, Duration::from_secs(5));
         sleeps.truncate(900);
         let ((most, _), _) = worst_each(sleeps, drop);
         allocated.push(most);
