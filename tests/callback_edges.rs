@@ -95,11 +95,7 @@ fn unfired_keeps_scheduling_order_for_one_deadline_across_shards() {
 #[test]
 fn a_handle_outliving_its_runtime_reports_what_became_of_its_callback() {
     let _guard = common::guard();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let rt = common::paused_rt_all();
     let runs = runs(2);
     let (timer, late, early) = rt.block_on(async {
         let timer = wheel::Timer::builder().build().unwrap();

@@ -14,7 +14,9 @@ use tokio_test::{assert_pending, assert_ready, task};
 use wheel::{Instant, Timer};
 
 mod common;
-use common::{in_a_thread_locals_destructor_after_tokios, ms, paused_rt, splitmix, within};
+use common::{
+    in_a_thread_locals_destructor_after_tokios, ms, paused_rt, paused_rt_all, splitmix, within,
+};
 
 fn precise(tick: Duration) -> Timer {
     Timer::builder().tick(tick).precise().build().unwrap()
@@ -73,11 +75,7 @@ async fn latest_of(timer: &Timer, deadlines: Vec<Instant>) -> Duration {
 #[test]
 fn advance_drives_a_precise_timer_on_a_paused_clock() {
     let _guard = common::guard();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let rt = paused_rt_all();
     rt.block_on(async {
         let timer = precise(Duration::from_micros(50));
         let start = timer.now();
@@ -132,14 +130,6 @@ fn a_callback_due_when_scheduled_runs_and_later_timers_still_fire() {
         assert_eq!(Instant::now(), start, "it waited for the clock");
         within("a sleep after it", ms(2), timer.sleep(ms(1))).await;
     });
-}
-
-fn paused_rt_all() -> Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .unwrap()
 }
 
 /// A clock paused mid-run, after the timer was built on the real clock:

@@ -151,11 +151,7 @@ fn loopback_io_ready_is_delivered_before_the_clock_moves() {
         }
     }
     // The twin: tokio's paused clock, with tokio's timeouts.
-    let tokio_rt = Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let tokio_rt = common::paused_rt_all();
     assert_eq!(tokio_rt.block_on(ping_pong(false)), (20, Duration::ZERO));
 }
 

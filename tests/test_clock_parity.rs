@@ -250,11 +250,7 @@ fn test_runtime(workers: usize) -> TestRuntime {
 }
 
 fn tokio_runtime() -> Runtime {
-    Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .unwrap()
+    common::paused_rt_all()
 }
 
 thread_local! {

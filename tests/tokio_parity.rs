@@ -446,11 +446,7 @@ advance_while_waiting!(interval_advance_while_waiting_skip, Skip);
 #[test]
 fn after_runtime_drop_non_polling_ops_do_not_panic() {
     let _guard = common::guard();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let rt = common::paused_unguarded();
     let (mut s, mut iv, mut q, key) = rt.block_on(async {
         let mut s = wheel::sleep(ms(100));
         let _ = futures::poll!(&mut s);

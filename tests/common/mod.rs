@@ -95,6 +95,16 @@ pub fn paused_unguarded() -> Runtime {
         .unwrap()
 }
 
+/// What `#[tokio::test(start_paused = true)]` builds: a current-thread
+/// runtime with every driver (IO too) and a paused clock, unguarded.
+pub fn paused_rt_all() -> Runtime {
+    Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap()
+}
+
 /// A timer on a manual clock, with the default geometry.
 pub fn manual() -> Timer {
     Timer::builder().manual().build().unwrap()
