@@ -9,7 +9,8 @@ use tokio::time::Instant;
 use crate::sync::{Arc, AtomicU8, Ordering};
 
 /// The value the driver stores in each wheel entry: 16 bytes, which makes
-/// an entry 40.
+/// an entry 40. Also the work a pass takes out of the wheel under the lock
+/// and does after releasing it (a [`Batch`]).
 pub(crate) enum Job {
     /// A `Sleep`'s entry: it holds the waker of the task polling it, or
     /// [`no_waker`] before the first poll and once fired. (`Option<Waker>`
