@@ -9,8 +9,9 @@ use pin_project_lite::pin_project;
 use tokio::runtime::Id;
 use tokio::time::Instant;
 
-use crate::driver::{registry, Deadline};
+use crate::driver::{registry, Deadline, Shard};
 use crate::error::Elapsed;
+use crate::sync::Arc;
 use crate::Sleep;
 
 /// Requires `future` to complete within `duration`, on the current runtime's
@@ -55,10 +56,13 @@ use crate::Sleep;
 /// ```
 #[inline]
 pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoFuture> {
-    let made_in = registry::default_runtime().ok();
-    let now = made_in.map_or_else(Instant::now, registry::now_on);
-    let deadline = Deadline::checked_after(now, duration).unwrap_or(Deadline::NEVER);
-    Timeout::made_in(future.into_future(), made_in, Sleep::at(None, deadline))
+    let (made_in, now) = registry::default_runtime_now();
+    Timeout::made_in(
+        future.into_future(),
+        made_in,
+        None,
+        now.checked_add(duration),
+    )
 }
 
 /// Requires `future` to complete before `deadline`; see [`timeout`].
@@ -82,8 +86,7 @@ pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoF
 /// ```
 pub fn timeout_at<F: IntoFuture>(deadline: Instant, future: F) -> Timeout<F::IntoFuture> {
     let made_in = registry::default_runtime().ok();
-    let deadline = Deadline::from_instant(deadline);
-    Timeout::made_in(future.into_future(), made_in, Sleep::at(None, deadline))
+    Timeout::made_in(future.into_future(), made_in, None, Some(deadline))
 }
 
 pin_project! {
@@ -114,19 +117,38 @@ pin_project! {
         // context), until it first waits: its delay is then bound to this
         // thread's shard of that timer.
         made_in: Option<Id>,
+        // The deadline, until the first wait sets it in the delay: a
+        // timeout whose future is ready at once never converts it into the
+        // timer's terms. `None` once set, or if there is none (a
+        // `Duration::MAX`): the delay then never fires.
+        until: Option<Instant>,
     }
 }
 
 impl<T> Timeout<T> {
+    /// A timeout waiting on `delay`, whose deadline is set.
     pub(crate) fn new(value: T, delay: Sleep) -> Timeout<T> {
-        Timeout::made_in(value, None, delay)
-    }
-
-    fn made_in(value: T, made_in: Option<Id>, delay: Sleep) -> Timeout<T> {
         Timeout {
             value,
             delay,
+            made_in: None,
+            until: None,
+        }
+    }
+
+    /// A timeout due at `until` (never: `None`), on `shard` or, unbound
+    /// (`None`), on the default timer of runtime `made_in`.
+    pub(crate) fn made_in(
+        value: T,
+        made_in: Option<Id>,
+        shard: Option<Arc<Shard>>,
+        until: Option<Instant>,
+    ) -> Timeout<T> {
+        Timeout {
+            value,
+            delay: Sleep::at(shard, Deadline::NEVER),
             made_in,
+            until,
         }
     }
 
@@ -185,6 +207,9 @@ impl<T: Future> Future for Timeout<T> {
         let had_budget = tokio::task::coop::has_budget_remaining();
         if let Poll::Ready(value) = me.value.poll(cx) {
             return Poll::Ready(Ok(value));
+        }
+        if let Some(until) = me.until.take() {
+            me.delay.set_deadline(Deadline::from_instant(until));
         }
         if me.delay.never_fires() {
             // No deadline (`Duration::MAX`): no timer is involved.

@@ -116,6 +116,40 @@ async fn a_pending_future_is_woken_at_the_deadline_and_not_before() {
     assert_eq!(start.elapsed(), ms(50));
 }
 
+/// The deadline counts from when the timeout was made, as tokio's does,
+/// however long before its first poll: `timeout`'s, `timeout_at`'s and an
+/// explicit timer's on its manual clock.
+#[tokio::test(start_paused = true)]
+async fn the_deadline_counts_from_the_making_not_the_first_poll() {
+    let _guard = common::guard();
+    let start = Instant::now();
+    let mut wheel_made = task::spawn(wheel::timeout(ms(50), Gate::default()));
+    let mut wheel_at = task::spawn(wheel::timeout_at(start + ms(50), Gate::default()));
+    let mut tokio_made = task::spawn(time::timeout(ms(50), Gate::default()));
+    time::advance(ms(30)).await;
+    assert_pending!(wheel_made.poll());
+    assert_pending!(wheel_at.poll());
+    assert_pending!(tokio_made.poll());
+    time::advance(ms(19)).await;
+    assert!(!wheel_made.is_woken() && !wheel_at.is_woken() && !tokio_made.is_woken());
+    time::advance(ms(1)).await;
+    assert!(wheel_made.is_woken() && wheel_at.is_woken() && tokio_made.is_woken());
+    assert!(assert_ready!(wheel_made.poll()).is_err());
+    assert!(assert_ready!(wheel_at.poll()).is_err());
+    assert!(assert_ready!(tokio_made.poll()).is_err());
+    assert_eq!(start.elapsed(), ms(50));
+
+    let timer = wheel::Timer::builder().manual().build().unwrap();
+    let mut manual = task::spawn(timer.timeout(ms(50), Gate::default()));
+    timer.advance(ms(30));
+    assert_pending!(manual.poll());
+    timer.advance(ms(19));
+    assert!(!manual.is_woken());
+    timer.advance(ms(1));
+    assert!(manual.is_woken());
+    assert!(assert_ready!(manual.poll()).is_err());
+}
+
 #[tokio::test(start_paused = true)]
 async fn elapsed_displays_like_tokio_and_converts_to_io_timed_out() {
     let _guard = common::guard();

@@ -83,33 +83,6 @@ impl Deadline {
         Deadline::from_instant(crate::deadline_after(now, crate::capped(duration)))
     }
 
-    /// `now + duration` as a deadline, or `None` if the sum overflows
-    /// `Instant`: with one `Instant` conversion rather than an `Instant`
-    /// sum and a conversion. `sleep` and `timeout` make one of these each.
-    #[inline]
-    pub(crate) fn checked_after(now: Instant, duration: Duration) -> Option<Deadline> {
-        /// Up to this many seconds, `now + duration` overflows `Instant`
-        /// only for a `now` so far from the base that the sum is
-        /// [`NEVER`](Deadline::NEVER) either way (about 35,000 years,
-        /// against `Instant`'s 292 billion).
-        const EXACT_SECS: u64 = 1 << 40;
-        let from = Deadline::from_instant(now);
-        if duration.as_secs() <= EXACT_SECS && from.0 != Deadline::MIN {
-            // Both terms are below 2^72 in magnitude: no `i128` overflow.
-            let nanos = from.0 + duration.as_nanos() as i128;
-            return Some(Deadline(nanos.min(Deadline::MAX)));
-        }
-        Deadline::checked_after_far(now, duration)
-    }
-
-    /// [`checked_after`](Deadline::checked_after) for a duration over
-    /// 2^40 seconds, or a `now` before the range.
-    #[cold]
-    #[inline(never)]
-    fn checked_after_far(now: Instant, duration: Duration) -> Option<Deadline> {
-        now.checked_add(duration).map(Deadline::from_instant)
-    }
-
     /// This deadline moved from one clock to another: as far after `to` as
     /// it is after `from` (at `to`, if it is before `from`).
     /// [`NEVER`](Deadline::NEVER) stays.
@@ -465,11 +438,6 @@ mod tests {
                 Duration::MAX,
             ] {
                 assert_eq!(
-                    Deadline::checked_after(now, duration),
-                    now.checked_add(duration).map(Deadline::from_instant),
-                    "{now:?} + {duration:?}"
-                );
-                assert_eq!(
                     Deadline::after_capped(now, duration),
                     Deadline::from_instant(crate::deadline_after(now, crate::capped(duration))),
                     "{now:?} + {duration:?}"
@@ -492,10 +460,6 @@ mod tests {
             let o = Instant::now();
             let now = if back { o - offset } else { o + offset };
             let duration = Duration::new(secs, nanos);
-            prop_assert_eq!(
-                Deadline::checked_after(now, duration),
-                now.checked_add(duration).map(Deadline::from_instant)
-            );
             prop_assert_eq!(
                 Deadline::after_capped(now, duration),
                 Deadline::from_instant(crate::deadline_after(now, crate::capped(duration)))

@@ -117,16 +117,32 @@ pub(crate) fn default_runtime() -> Result<Id, BuildError> {
     Ok(id)
 }
 
-/// The time on the clock of runtime `id`'s default timer, just found by
-/// [`default_runtime`] (so in this thread's cache): a test clock's (a
-/// `TestRuntime`'s), else tokio's, inside that runtime.
+/// [`default_runtime`] (`None` where it fails), and the time on that
+/// timer's clock, as a `Timeout` made now reads its deadline's start: a
+/// test clock's (a `TestRuntime`'s), else tokio's, inside the runtime just
+/// found current. One look at this thread's cache answers both.
 #[inline]
-pub(crate) fn now_on(id: Id) -> Instant {
-    let manual = with_cache(|cached| (cached.names(id) && cached.manual).then(|| cached.shard()));
-    match manual.flatten() {
-        Some(shard) => shard.now(),
-        None => Instant::now(),
+pub(crate) fn default_runtime_now() -> (Option<Id>, Instant) {
+    let Ok(handle) = Handle::try_current() else {
+        return (None, Instant::now());
+    };
+    let id = handle.id();
+    match with_cache(|cached| cached.names(id).then_some(cached.manual)) {
+        Some(false) => (Some(id), Instant::now()),
+        Some(true) => (Some(id), manual_now(with_cache(Cached::shard))),
+        None => match refill(handle, id) {
+            Ok((timer, shard)) if timer.is_manual() => (Some(id), manual_now(Some(shard))),
+            Ok(_) => (Some(id), Instant::now()),
+            Err(_) => (None, Instant::now()),
+        },
     }
+}
+
+/// The time on a test clock, read through its shard (tokio's, should the
+/// shard be gone).
+#[cold]
+fn manual_now(shard: Option<Arc<Shard>>) -> Instant {
+    shard.map_or_else(Instant::now, |shard| shard.now())
 }
 
 /// This thread's shard of runtime `id`'s default timer, for a `Timeout`

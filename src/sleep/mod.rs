@@ -168,6 +168,14 @@ impl Sleep {
         self.state.near_deadline().is_none() && self.state.deadline() == Deadline::NEVER
     }
 
+    /// Sets the deadline of a sleep not yet registered (a `Timeout`'s, at
+    /// its first wait).
+    #[inline]
+    pub(crate) fn set_deadline(&mut self, deadline: Deadline) {
+        debug_assert!(!self.state.is_registered());
+        self.state.set_deadline(deadline);
+    }
+
     /// [`new`](Sleep::new), with the deadline already converted.
     #[inline]
     pub(crate) fn at(shard: Option<Arc<Shard>>, deadline: Deadline) -> Sleep {

@@ -173,10 +173,11 @@ impl Timer {
     /// # }
     /// ```
     pub fn timeout<F: IntoFuture>(&self, duration: Duration, future: F) -> Timeout<F::IntoFuture> {
-        let deadline = Deadline::checked_after(self.now(), duration).unwrap_or(Deadline::NEVER);
-        Timeout::new(
+        Timeout::made_in(
             future.into_future(),
-            Sleep::at(Some(self.driver.home().clone()), deadline),
+            None,
+            Some(self.driver.home().clone()),
+            self.now().checked_add(duration),
         )
     }
 
