@@ -209,7 +209,7 @@ impl<T: Future> Future for Timeout<T> {
             return Poll::Ready(Ok(value));
         }
         if let Some(until) = me.until.take() {
-            me.delay.set_deadline(Deadline::from_instant(until));
+            me.delay.reset_unregistered(until);
         }
         if me.delay.never_fires() {
             // No deadline (`Duration::MAX`): no timer is involved.

@@ -168,14 +168,6 @@ impl Sleep {
         self.state.near_deadline().is_none() && self.state.deadline() == Deadline::NEVER
     }
 
-    /// Sets the deadline of a sleep not yet registered (a `Timeout`'s, at
-    /// its first wait).
-    #[inline]
-    pub(crate) fn set_deadline(&mut self, deadline: Deadline) {
-        debug_assert!(!self.state.is_registered());
-        self.state.set_deadline(deadline);
-    }
-
     /// [`new`](Sleep::new), with the deadline already converted.
     #[inline]
     pub(crate) fn at(shard: Option<Arc<Shard>>, deadline: Deadline) -> Sleep {
@@ -374,7 +366,8 @@ impl Sleep {
 
     /// Resets the deadline without keeping the sleep registered: the next
     /// poll registers it afresh. Cheaper than [`reset`](Sleep::reset) when
-    /// the caller is about to poll anyway (an interval that just ticked).
+    /// the caller is about to poll anyway (an interval that just ticked, a
+    /// `Timeout` setting its deadline at its first wait).
     pub(crate) fn reset_unregistered(&mut self, deadline: Instant) {
         self.release();
         self.state.set_deadline(Deadline::from_instant(deadline));
