@@ -503,3 +503,20 @@ fn a_manual_timer_dropped_with_a_callback_owning_one_of_its_sleeps_frees_both() 
     drop(timer);
     assert_eq!(Arc::strong_count(&held), 1, "the callback was kept");
 }
+
+/// A timeout of a manual timer that shuts down (by hand, or with its last
+/// `Timer`) before the timeout first waits answers by that timer's clock,
+/// as a sleep does: due by it, it times out; not yet due, it panics that
+/// the timer has shut down.
+#[test]
+fn a_timeout_whose_timer_shut_down_before_its_first_wait_answers_by_its_clock() {
+    let _guard = common::guard();
+    let timer = manual();
+    let mut due = task::spawn(timer.timeout(ms(10), std::future::pending::<()>()));
+    let not_due = timer.timeout(ms(30), std::future::pending::<()>());
+    timer.advance(ms(20));
+    drop(timer);
+    assert!(assert_ready!(due.poll()).is_err());
+    let message = common::panic_of(|| task::spawn(not_due).poll());
+    assert!(message.contains("shut down"), "{message}");
+}

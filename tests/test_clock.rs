@@ -299,3 +299,96 @@ fn a_timer_built_inside_a_test_runtime_keeps_tokios_clock() {
     assert_eq!(current.now(), rt.now());
     assert!(built.now() + secs(1800) < rt.now(), "{built:?}");
 }
+
+/// A `timeout` made on a thread that enters a test runtime counts from the
+/// test clock (an hour ahead of tokio's here), whatever that thread's cache
+/// held: nothing (a new thread), this runtime (its second timeout), or
+/// another runtime's default timer.
+#[test]
+fn a_timeout_counts_on_the_test_clock_cold_warm_or_after_another_runtime() {
+    let _guard = common::guard();
+    let rt = TestClock::new()
+        .auto_advance(false)
+        .build(Builder::new_current_thread().enable_time())
+        .unwrap();
+    rt.advance(secs(3600));
+    let handle = rt.handle().clone();
+    let made = std::thread::spawn(move || {
+        let other = common::paused_rt();
+        let cold = {
+            let _in = handle.enter();
+            (
+                wheel::timeout(secs(10), std::future::pending::<()>()),
+                wheel::now(),
+            )
+        };
+        let warm = {
+            let _in = handle.enter();
+            (
+                wheel::timeout(secs(10), std::future::pending::<()>()),
+                wheel::now(),
+            )
+        };
+        other.block_on(async { wheel::sleep(ms(1)).await });
+        let after_other = {
+            let _in = handle.enter();
+            (
+                wheel::timeout(secs(10), std::future::pending::<()>()),
+                wheel::now(),
+            )
+        };
+        [cold, warm, after_other]
+    })
+    .join()
+    .unwrap();
+    let start = rt.now();
+    let mut timeouts = Vec::new();
+    for (timeout, made_at) in made {
+        assert_eq!(made_at, start, "wheel::now() there");
+        timeouts.push(tokio_test::task::spawn(timeout));
+    }
+    rt.block_on(async {
+        for timeout in &mut timeouts {
+            assert!(
+                timeout.poll().is_pending(),
+                "due at once: counted on tokio's clock"
+            );
+        }
+    });
+    rt.advance(secs(9));
+    assert!(timeouts.iter().all(|t| !t.is_woken()));
+    rt.advance(secs(1));
+    rt.block_on(async {
+        for timeout in &mut timeouts {
+            assert!(timeout.is_woken());
+            assert!(matches!(timeout.poll(), std::task::Poll::Ready(Err(_))));
+        }
+    });
+}
+
+/// A `timeout` made outside any runtime, first polled in a test runtime
+/// whose clock is an hour ahead of tokio's, keeps the time it had left,
+/// counted from then on the test clock (the docs' rule), as a `sleep` does.
+#[test]
+fn a_timeout_made_outside_any_runtime_keeps_its_time_left_on_the_test_clock() {
+    let _guard = common::guard();
+    let rt = TestClock::new()
+        .auto_advance(false)
+        .build(Builder::new_current_thread().enable_time())
+        .unwrap();
+    rt.advance(secs(3600));
+    let mut timeout =
+        tokio_test::task::spawn(wheel::timeout(secs(10), std::future::pending::<()>()));
+    rt.block_on(async { assert!(timeout.poll().is_pending(), "due at once") });
+    // Less the real time it took before its first poll: well under 5 s.
+    rt.advance(secs(5));
+    assert!(
+        !timeout.is_woken(),
+        "it lost more than the real time before its first poll"
+    );
+    rt.advance(secs(5));
+    rt.block_on(async {
+        assert!(timeout.is_woken());
+        assert!(matches!(timeout.poll(), std::task::Poll::Ready(Err(_))));
+    });
+}

@@ -586,3 +586,45 @@ fn sub_millisecond_deadlines_and_inner_futures_match_tokio_timeout_at() {
         }
     }
 }
+
+/// Durations and deadlines at the ends of the range, first polled late: a
+/// deadline past the 72-bit range (but inside `Instant`'s) never fires and
+/// never panics, one far before the process's clock base (clamped) is due
+/// at once, as tokio's; a timeout first polled after its deadline is due at
+/// once, for `timeout`, `timeout_at` and an explicit timer.
+#[tokio::test(start_paused = true)]
+async fn extreme_deadlines_first_polled_late() {
+    let _guard = common::guard();
+    let start = Instant::now();
+    let year = Duration::from_secs(365 * 86_400);
+    let mut beyond = task::spawn(wheel::timeout(
+        Duration::from_secs(u64::MAX / 4),
+        Gate::default(),
+    ));
+    let mut beyond_at = task::spawn(wheel::timeout_at(start + year * 100_000, Gate::default()));
+    let mut long_ago = task::spawn(wheel::timeout_at(start - year * 100_000, Gate::default()));
+    let mut tokio_long_ago = task::spawn(time::timeout_at(start - year * 100_000, Gate::default()));
+    let mut late = task::spawn(wheel::timeout(ms(10), Gate::default()));
+    let mut late_at = task::spawn(wheel::timeout_at(start + ms(10), Gate::default()));
+    let mut tokio_late = task::spawn(time::timeout(ms(10), Gate::default()));
+    let timer = wheel::Timer::builder().tick(ms(4)).build().unwrap();
+    let mut late_explicit = task::spawn(timer.timeout(ms(10), Gate::default()));
+    time::advance(ms(11)).await;
+    assert!(assert_ready!(long_ago.poll()).is_err());
+    assert!(assert_ready!(tokio_long_ago.poll()).is_err());
+    assert!(assert_ready!(late.poll()).is_err());
+    assert!(assert_ready!(late_at.poll()).is_err());
+    assert!(assert_ready!(tokio_late.poll()).is_err());
+    // The 4 ms tick rounds 10 ms up to 12: not yet due, due at 12.
+    assert_pending!(late_explicit.poll());
+    time::advance(ms(1)).await;
+    assert!(late_explicit.is_woken());
+    assert!(assert_ready!(late_explicit.poll()).is_err());
+    assert_pending!(beyond.poll());
+    assert_pending!(beyond_at.poll());
+    time::advance(year).await;
+    assert!(!beyond.is_woken() && !beyond_at.is_woken());
+    assert_pending!(beyond.poll());
+    assert_pending!(beyond_at.poll());
+    assert_eq!(wheel::Timer::current().stats().pending, 0);
+}

@@ -617,3 +617,22 @@ fn a_response_waits_on_the_timer_of_the_runtime_call_ran_in() {
     b.block_on(async { assert_pending!(outside.poll()) });
     assert_eq!((timer_a.stats().pending, timer_b.stats().pending), (1, 1));
 }
+
+/// With an explicit timer, too, the deadline is taken at `call`, on that
+/// timer's clock: a response first polled once that clock has passed it
+/// times out at once, and one polled before waits out only what is left.
+#[tokio::test(start_paused = true)]
+async fn with_a_timer_the_deadline_is_taken_at_call_on_its_clock() {
+    let manual = Timer::builder().manual().build().unwrap();
+    let mut svc = Timeout::with_timer(replies(), manual.clone(), TIMEOUT);
+    let (_tx, rx) = oneshot::channel();
+    let mut late = task::spawn(svc.call(rx));
+    let (_tx2, rx2) = oneshot::channel();
+    let mut early = task::spawn(svc.call(rx2));
+    manual.advance(TIMEOUT - ms(1));
+    assert_pending!(early.poll());
+    manual.advance(ms(1));
+    assert!(early.is_woken());
+    assert!(assert_ready!(early.poll()).unwrap_err().is::<Elapsed>());
+    assert!(assert_ready!(late.poll()).unwrap_err().is::<Elapsed>());
+}
