@@ -587,6 +587,32 @@ fn sub_millisecond_deadlines_and_inner_futures_match_tokio_timeout_at() {
     }
 }
 
+/// A timeout's `Debug` shows the deadline it will wait for, before its
+/// first wait as after it (its delay's placeholder, a deadline ~74,800
+/// years out, is not what it waits for): `timeout`'s, `timeout_at`'s, and
+/// an explicit manual timer's.
+#[tokio::test(start_paused = true)]
+async fn debug_shows_the_deadline_before_the_first_wait() {
+    let _guard = common::guard();
+    let deadline = Instant::now() + ms(50);
+    let timer = wheel::Timer::builder().manual().build().unwrap();
+    let on_timer = timer.now() + ms(50);
+    let made = wheel::timeout(ms(50), std::future::pending::<()>());
+    let at = wheel::timeout_at(deadline, std::future::pending::<()>());
+    let explicit = timer.timeout(ms(50), std::future::pending::<()>());
+    let shows = |debug: String, deadline: Instant| {
+        let want = format!("deadline: {deadline:?}");
+        assert!(debug.contains(&want), "{debug} lacks {want}");
+    };
+    shows(format!("{made:?}"), deadline);
+    shows(format!("{at:?}"), deadline);
+    shows(format!("{explicit:?}"), on_timer);
+    // After the first wait, the same.
+    let mut made = Box::pin(made);
+    assert!(common::poll_once(&mut made).is_pending());
+    shows(format!("{made:?}"), deadline);
+}
+
 /// Durations and deadlines at the ends of the range, first polled late: a
 /// deadline past the 72-bit range (but inside `Instant`'s) never fires and
 /// never panics, one far before the process's clock base (clamped) is due
