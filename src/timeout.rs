@@ -108,7 +108,6 @@ pin_project! {
     /// # }
     /// ```
     #[must_use = "futures do nothing unless you `.await` or poll them"]
-    #[derive(Debug)]
     pub struct Timeout<T> {
         #[pin]
         value: T,
@@ -195,6 +194,20 @@ impl<T> Timeout<T> {
     /// ```
     pub fn into_inner(self) -> T {
         self.value
+    }
+}
+
+/// The inner future, and the deadline before the first wait (the delay
+/// holds none yet), the delay after it.
+impl<T: std::fmt::Debug> std::fmt::Debug for Timeout<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut debug = f.debug_struct("Timeout");
+        debug.field("value", &self.value);
+        match &self.until {
+            Some(deadline) => debug.field("deadline", deadline),
+            None => debug.field("delay", &self.delay),
+        };
+        debug.finish()
     }
 }
 
