@@ -150,6 +150,37 @@ async fn the_deadline_counts_from_the_making_not_the_first_poll() {
     assert!(assert_ready!(manual.poll()).is_err());
 }
 
+/// A future made by `IntoFuture` that moves a manual clock as it is made.
+struct AdvancesAsMade(wheel::Timer, Duration);
+
+impl std::future::IntoFuture for AdvancesAsMade {
+    type Output = u32;
+    type IntoFuture = Gate;
+
+    fn into_future(self) -> Gate {
+        self.0.advance(self.1);
+        Gate::default()
+    }
+}
+
+/// An explicit timer's timeout reads its clock before it makes the future
+/// (as tokio's `timeout` does): time the future's making takes counts.
+#[test]
+fn an_explicit_timeout_reads_the_clock_before_making_its_future() {
+    let timer = wheel::Timer::builder().manual().build().unwrap();
+    let made = AdvancesAsMade(timer.clone(), ms(10));
+    let mut t = task::spawn(timer.timeout(ms(50), made));
+    assert_pending!(t.poll());
+    timer.advance(ms(39));
+    assert!(!t.is_woken());
+    timer.advance(ms(1));
+    assert!(
+        t.is_woken(),
+        "due 50 ms after the clock was read, before the making"
+    );
+    assert!(assert_ready!(t.poll()).is_err());
+}
+
 #[tokio::test(start_paused = true)]
 async fn elapsed_displays_like_tokio_and_converts_to_io_timed_out() {
     let _guard = common::guard();

@@ -173,11 +173,13 @@ impl Timer {
     /// # }
     /// ```
     pub fn timeout<F: IntoFuture>(&self, duration: Duration, future: F) -> Timeout<F::IntoFuture> {
+        // The clock first, as `wheel::timeout` and tokio's read it.
+        let until = self.now().checked_add(duration);
         Timeout::made_in(
             future.into_future(),
             None,
             Some(self.driver.home().clone()),
-            self.now().checked_add(duration),
+            until,
         )
     }
 
