@@ -24,8 +24,10 @@
 //!   `tokio::time::Sleep` there, which does): the deadline binds to a timer
 //!   when the response is first polled, and that poll panics outside a
 //!   runtime, as a wheel [`Sleep`](crate::Sleep)'s does.
-//! - A timeout of `Duration::MAX` has no deadline and never touches the
-//!   timer, as [`timeout`](crate::timeout()) (tower's sleeps 30 years).
+//! - A timeout over 30 years is waited out, never cut short: tower's is a
+//!   `tokio::time::sleep`, which caps it at 30 years. One too long for
+//!   `Instant::now() + timeout` to exist (`Duration::MAX`) has no deadline
+//!   and never touches the timer, as [`timeout`](crate::timeout()).
 //! - A response future that spends the task's last unit of tokio's coop
 //!   budget still times out, as with [`timeout`](crate::timeout()).
 //!
@@ -189,7 +191,7 @@ impl<S> Layer<S> for TimeoutLayer {
 /// inner service and gives its response future a deadline `timeout` from
 /// then; the [`ResponseFuture`] outputs the response, the inner error boxed,
 /// or a boxed [`Elapsed`] if the deadline passes first (the inner future is
-/// then dropped).
+/// dropped with the response future, as tower's is).
 ///
 /// # Examples
 ///

@@ -198,3 +198,40 @@ fn precise_tests_need_the_precise_feature() {
 fn server_test_clock_tests_need_the_hyper_and_tower_features() {
     assert_declared_needing("server_test_clock", &["hyper", "tower"]);
 }
+
+/// The version of dependency `name` that `[dependencies]` asks for, as
+/// (major, minor).
+fn required_version(name: &str) -> (u64, u64) {
+    let manifest = read("Cargo.toml");
+    let dependencies = manifest
+        .split("\n[dependencies]\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n[").next())
+        .expect("Cargo.toml has a [dependencies] table");
+    let line = dependencies
+        .lines()
+        .find(|line| line.starts_with(&format!("{name} = ")))
+        .unwrap_or_else(|| panic!("no {name} in [dependencies]"));
+    let version = line
+        .split("version = \"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| panic!("{line}: no version"));
+    let mut parts = version.split('.').map(|part| part.parse::<u64>().unwrap());
+    (parts.next().unwrap(), parts.next().unwrap_or(0))
+}
+
+/// Found by review: `impl hyper::rt::Timer for Timer` defines `now`, a
+/// trait method hyper added in 1.8.0 (and hyper takes its deadlines from
+/// it only since then). The manifest asked for any hyper 1, so a project
+/// whose lockfile held hyper 1.0 to 1.7 (cargo keeps a locked version that
+/// matches) failed to build with the `hyper` feature: "method `now` is not
+/// a member of trait `::hyper::rt::Timer`" (checked with hyper =1.7.0).
+#[test]
+fn the_hyper_dependency_asks_for_a_hyper_whose_timer_has_now() {
+    let (major, minor) = required_version("hyper");
+    assert!(
+        major == 1 && minor >= 8,
+        "Cargo.toml asks for hyper {major}.{minor}: Timer::now is in hyper 1.8 and later"
+    );
+}
