@@ -39,6 +39,8 @@ mod delay_queue;
 mod delay_queue_edges;
 #[path = "delay_queue_model.rs"]
 mod delay_queue_model;
+#[path = "delay_queue_programs.rs"]
+mod delay_queue_programs;
 #[path = "differences.rs"]
 mod differences;
 #[path = "docs.rs"]
@@ -55,6 +57,8 @@ mod features;
 mod graceful_shutdown;
 #[path = "interval.rs"]
 mod interval;
+#[path = "interval_programs.rs"]
+mod interval_programs;
 #[path = "interval_schedule.rs"]
 mod interval_schedule;
 #[path = "limited_timer_model.rs"]
