@@ -215,6 +215,33 @@ fn a_delay_queue_reset_to_later_wakes_nobody_until_the_old_deadline() {
     });
 }
 
+/// Entries due at one instant come out in the order they were inserted;
+/// tokio-util's come out in the reverse order.
+#[test]
+fn a_delay_queue_yields_entries_due_at_one_instant_in_insertion_order() {
+    let _guard = common::guard();
+    paused_rt().block_on(async {
+        let at = tokio::time::Instant::now() + ms(5);
+        let mut theirs = tokio_util::time::DelayQueue::new();
+        let mut ours = wheel::DelayQueue::new();
+        for item in ["first", "second", "third"] {
+            theirs.insert_at(item, at);
+            ours.insert_at(item, at);
+        }
+        let (mut theirs, mut ours) = (task::spawn(theirs), task::spawn(ours));
+        assert_pending!(theirs.poll_next());
+        assert_pending!(ours.poll_next());
+        tokio::time::advance(ms(5)).await;
+        let (mut their_order, mut our_order) = (Vec::new(), Vec::new());
+        for _ in 0..3 {
+            their_order.extend(assert_ready!(theirs.poll_next()).map(|e| e.into_inner()));
+            our_order.extend(assert_ready!(ours.poll_next()).map(|e| e.into_inner()));
+        }
+        assert_eq!(their_order, ["third", "second", "first"], "tokio-util's");
+        assert_eq!(our_order, ["first", "second", "third"]);
+    });
+}
+
 /// `Sleep` (and so `Timeout<F>` of an `Unpin` future) is `Unpin`, and 40
 /// bytes: its wheel entry lives in the timer. tokio's is `!Unpin`, 112.
 #[test]

@@ -118,3 +118,19 @@ fn a_fired_sleep_reset_at_the_limit_does_not_go_over_it() {
     assert!(fired.is_woken());
     assert_ready!(fired.poll());
 }
+
+/// An interval of a full timer: its first tick is due at once and needs no
+/// place; waiting for the next one panics, as a `Timer::sleep`'s first
+/// poll does (its docs say so).
+#[test]
+fn an_interval_waiting_on_a_full_timer_panics_on_its_poll() {
+    let timer = limited(1);
+    let _taken = timer.try_sleep(secs(1)).unwrap();
+    let mut every = task::spawn(timer.interval(secs(5)));
+    assert!(every.enter(|cx, mut i| i.poll_tick(cx)).is_ready());
+    let waited = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        every.enter(|cx, mut i| i.poll_tick(cx)).is_pending()
+    }));
+    let message = common::panic_message(&*waited.expect_err("a full timer refuses the wait"));
+    assert!(message.contains("max_pending"), "{message}");
+}

@@ -212,7 +212,10 @@ impl Timer {
     ///
     /// # Panics
     ///
-    /// Panics if `period` is zero.
+    /// Panics if `period` is zero. Polling a tick not yet due panics after
+    /// the timer has shut down, or at its
+    /// [`max_pending`](crate::Builder::max_pending) limit, as its
+    /// [`Sleep`]s do.
     ///
     /// # Examples
     ///
@@ -235,7 +238,10 @@ impl Timer {
     ///
     /// # Panics
     ///
-    /// Panics if `period` is zero.
+    /// Panics if `period` is zero. Polling a tick not yet due panics after
+    /// the timer has shut down, or at its
+    /// [`max_pending`](crate::Builder::max_pending) limit, as its
+    /// [`Sleep`]s do.
     ///
     /// # Examples
     ///
