@@ -15,6 +15,8 @@ use wheel::Instant;
 
 mod common;
 use common::paused_unguarded;
+// The parity programs' interval steps, drawn here in ticks.
+use crate::parity_programs::IOp;
 
 fn us(n: u64) -> Duration {
     Duration::from_micros(n)
@@ -102,17 +104,6 @@ fn awaited_ticks_after_stalls_come_when_tokios_do() {
             }
         }
     }
-}
-
-#[derive(Debug, Clone)]
-enum IOp {
-    Advance(u64),
-    Poll,
-    Reset,
-    ResetImmediately,
-    ResetAfter(u64),
-    ResetAt(i64),
-    Behavior(usize),
 }
 
 /// In eighths of a millisecond (the default tick), so that a timer of that

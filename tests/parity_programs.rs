@@ -364,7 +364,7 @@ proptest! {
 }
 
 #[derive(Debug, Clone)]
-enum IOp {
+pub(crate) enum IOp {
     Advance(u64),
     Poll,
     Reset,

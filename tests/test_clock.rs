@@ -24,6 +24,17 @@ fn multi_thread(workers: usize, auto_advance: bool) -> TestRuntime {
         .unwrap()
 }
 
+/// A current-thread test runtime without auto-advance, its clock moved an
+/// hour ahead of tokio's.
+fn an_hour_ahead() -> TestRuntime {
+    let rt = TestClock::new()
+        .auto_advance(false)
+        .build(Builder::new_current_thread().enable_time())
+        .unwrap();
+    rt.advance(secs(3600));
+    rt
+}
+
 /// Spins (yielding the thread) until `done`: the runtime's workers report
 /// through the timer's counters, with no real-time bound to guess.
 fn until(done: impl Fn() -> bool) {
@@ -268,11 +279,7 @@ fn a_test_runtimes_timer_shut_down_stays_its_default() {
 #[test]
 fn a_timeout_made_after_a_test_runtimes_timer_shut_down_counts_on_the_test_clock() {
     let _guard = common::guard();
-    let rt = TestClock::new()
-        .auto_advance(false)
-        .build(Builder::new_current_thread().enable_time())
-        .unwrap();
-    rt.advance(secs(3600));
+    let rt = an_hour_ahead();
     let message = common::panic_of(|| {
         rt.block_on(async {
             Timer::current().shutdown();
@@ -307,11 +314,7 @@ fn a_timer_built_inside_a_test_runtime_keeps_tokios_clock() {
 #[test]
 fn a_timeout_counts_on_the_test_clock_cold_warm_or_after_another_runtime() {
     let _guard = common::guard();
-    let rt = TestClock::new()
-        .auto_advance(false)
-        .build(Builder::new_current_thread().enable_time())
-        .unwrap();
-    rt.advance(secs(3600));
+    let rt = an_hour_ahead();
     let handle = rt.handle().clone();
     let made = std::thread::spawn(move || {
         let other = common::paused_rt();
@@ -372,11 +375,7 @@ fn a_timeout_counts_on_the_test_clock_cold_warm_or_after_another_runtime() {
 #[test]
 fn a_timeout_made_outside_any_runtime_keeps_its_time_left_on_the_test_clock() {
     let _guard = common::guard();
-    let rt = TestClock::new()
-        .auto_advance(false)
-        .build(Builder::new_current_thread().enable_time())
-        .unwrap();
-    rt.advance(secs(3600));
+    let rt = an_hour_ahead();
     let mut timeout =
         tokio_test::task::spawn(wheel::timeout(secs(10), std::future::pending::<()>()));
     rt.block_on(async { assert!(timeout.poll().is_pending(), "due at once") });
