@@ -137,8 +137,9 @@ impl Builder {
     /// At most `max` timers pending at once; more are refused.
     ///
     /// What counts is what holds an entry in the wheel: a callback from
-    /// [`Timer::schedule`] until it runs or is cancelled, and a sleep from
-    /// its registration until it fires or is dropped. A [`Sleep`](crate::Sleep)
+    /// [`Timer::schedule`] until it fires (the driver takes it out of the
+    /// wheel, in a batch of up to 32, to run it) or is cancelled, and a
+    /// sleep from its registration until it fires or is dropped. A [`Sleep`](crate::Sleep)
     /// made by [`Timer::sleep`] (or `sleep_until`, `timeout`, `interval`)
     /// registers when first polled, as tokio's does, so one nobody polled
     /// does not count, and the refusal comes at that poll: a panic, or an

@@ -134,3 +134,51 @@ fn an_interval_waiting_on_a_full_timer_panics_on_its_poll() {
     let message = common::panic_message(&*waited.expect_err("a full timer refuses the wait"));
     assert!(message.contains("max_pending"), "{message}");
 }
+
+/// Two callbacks due at one tick, the first trying to schedule two more at
+/// `max_pending(2)`; `cancel_sibling`: it cancels the second first. What it
+/// was admitted, and whether the second ran.
+fn admitted_while_a_sibling_waits_to_run(cancel_sibling: bool) -> (Vec<bool>, bool) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    let timer = limited(2);
+    let admitted = Arc::new(Mutex::new(Vec::new()));
+    let sibling: Arc<Mutex<Option<wheel::TimerHandle>>> = Arc::default();
+    let (t, a, s) = (timer.clone(), admitted.clone(), sibling.clone());
+    timer.schedule(secs(1), move || {
+        if cancel_sibling {
+            assert!(s.lock().unwrap().as_ref().unwrap().cancel());
+        }
+        for _ in 0..2 {
+            let ok = t.try_schedule(secs(5), || {}).is_ok();
+            a.lock().unwrap().push(ok);
+        }
+    });
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = ran.clone();
+    let handle = timer.schedule(secs(1), move || flag.store(true, Ordering::SeqCst));
+    *sibling.lock().unwrap() = Some(handle);
+    timer.advance(secs(1));
+    let admitted = admitted.lock().unwrap().clone();
+    (admitted, ran.load(Ordering::SeqCst))
+}
+
+/// Found by review: `max_pending` counts a callback until it fires, as a
+/// sleep, not until it runs: one the driver took out of the wheel to run
+/// (with the one running) frees its place then, though it can still be
+/// cancelled. The docs say so; both fit here while the first runs.
+#[test]
+fn a_callback_taken_out_to_run_no_longer_counts() {
+    let (admitted, sibling_ran) = admitted_while_a_sibling_waits_to_run(false);
+    assert!(sibling_ran);
+    assert_eq!(admitted, [true, true]);
+}
+
+/// A cancelled sibling runs not, and the places are free as above.
+#[test]
+fn a_callback_cancelled_while_taken_out_to_run_does_not_run() {
+    let (admitted, sibling_ran) = admitted_while_a_sibling_waits_to_run(true);
+    assert!(!sibling_ran);
+    assert_eq!(admitted, [true, true]);
+}
