@@ -1,7 +1,8 @@
 //! Callback edge cases that held when probed: a three-way race of
 //! `advance`, `cancel` and `shutdown`; `Unfired`'s order across shards;
 //! handles outliving their runtime; deadlines beyond the tick range; a
-//! callback dropping the last `Timer`. Invariants only, never timing.
+//! callback dropping the last `Timer`; schedules on many shards racing
+//! advances and a shutdown. Invariants only, never timing.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
@@ -164,4 +165,85 @@ async fn a_callback_dropping_the_last_timer_leaves_its_siblings_to_run() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     let counts: Vec<_> = runs.iter().map(|r| r.load(Ordering::SeqCst)).collect();
     assert_eq!(counts, [1, 1, 1]);
+}
+
+/// Threads scheduling on a four-shard manual timer while it advances: none
+/// runs before its deadline by the timer's clock, each runs once, and the
+/// stats agree.
+#[test]
+fn schedules_on_many_shards_racing_advances_run_once_never_early() {
+    for round in 0..100 {
+        let timer = wheel::Timer::builder().manual().shards(4).build().unwrap();
+        let (early, ran) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+        let schedulers: Vec<_> = (0..3u64)
+            .map(|k| {
+                let (timer, early, ran) = (timer.clone(), early.clone(), ran.clone());
+                std::thread::spawn(move || {
+                    (0..50u64)
+                        .map(|i| {
+                            let at = timer.now() + Duration::from_micros((i * 131 + k * 17) % 3000);
+                            let (t, e, r) = (timer.clone(), early.clone(), ran.clone());
+                            timer.schedule_at(at, move || {
+                                e.fetch_add(u32::from(t.now() < at), Ordering::SeqCst);
+                                r.fetch_add(1, Ordering::SeqCst);
+                            })
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        for _ in 0..10 {
+            timer.advance(Duration::from_micros(500));
+        }
+        let handles: Vec<_> = schedulers
+            .into_iter()
+            .flat_map(|s| s.join().unwrap())
+            .collect();
+        timer.advance(Duration::from_secs(1));
+        assert_eq!(early.load(Ordering::SeqCst), 0, "round {round}");
+        assert_eq!(ran.load(Ordering::SeqCst), 150, "round {round}");
+        assert!(handles.iter().all(|h| h.is_expired() && !h.cancel()));
+        let s = timer.stats();
+        let counts = (s.pending, s.callbacks, s.fired, s.cancelled);
+        assert_eq!(counts, (0, 0, 150, 0), "round {round}: {s}");
+    }
+}
+
+/// A shutdown racing schedules on other shards hands back every callback
+/// that was accepted, by deadline, each handle cancelled, and counts them.
+#[test]
+fn a_shutdown_racing_schedules_on_many_shards_hands_back_each_accepted_one() {
+    for round in 0..200 {
+        let timer = wheel::Timer::builder().manual().shards(4).build().unwrap();
+        let barrier = Arc::new(Barrier::new(4));
+        let schedulers: Vec<_> = (0..3u64)
+            .map(|k| {
+                let (timer, barrier) = (timer.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    (0..40u64)
+                        .filter_map(|i| {
+                            let delay = Duration::from_millis(1 + (i + k) % 5);
+                            timer.try_schedule(delay, || {}).ok()
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        barrier.wait();
+        let unfired = timer.shutdown();
+        let handles: Vec<_> = schedulers
+            .into_iter()
+            .flat_map(|s| s.join().unwrap())
+            .collect();
+        assert_eq!(unfired.callbacks.len(), handles.len(), "round {round}");
+        assert!(handles.iter().all(|h| h.is_cancelled() && !h.cancel()));
+        let by_deadline = unfired.callbacks.windows(2);
+        assert!(by_deadline
+            .into_iter()
+            .all(|w| w[0].deadline() <= w[1].deadline()));
+        let s = timer.stats();
+        let counts = (s.pending, s.callbacks, s.cancelled as usize);
+        assert_eq!(counts, (0, 0, handles.len()), "round {round}: {s}");
+    }
 }
