@@ -8,7 +8,8 @@
 //! polled again it counts there as well (a task that sends it a message
 //! and parks leaves the runtime busy, not idle). When a poll returns
 //! `Pending` with nothing waking it, every worker may already be parked:
-//! no hook will say the runtime went idle, so this does.
+//! no hook will say the runtime went idle, so this does; and so it does
+//! when the future is done (returned, panicked or dropped).
 //!
 //! On a current-thread runtime the thread inside `block_on` also runs the
 //! tasks: it is *driving* from the first poll until it parks, and again
@@ -159,5 +160,10 @@ impl<F> Drop for Busy<F> {
         if self.current_thread {
             self.idle.set_driving(false);
         }
+        // Done (returned, panicked or dropped): a worker that parked while
+        // it was polled or woken found the runtime busy and armed no probe,
+        // and none may park again: with a deadline pending, auto-advance
+        // never moved the clock.
+        self.idle.quiet();
     }
 }
