@@ -69,3 +69,34 @@ fn a_block_on_woken_then_ready_leaves_auto_advance_running() {
         }
     }
 }
+
+/// On a multi-thread runtime too (`test_clock_idle.rs` pins the
+/// current-thread one), the clock stays put while a task keeps yielding
+/// and while a `spawn_blocking` closure runs, though a deadline is pending
+/// and probes fire meanwhile, as on tokio's paused clock.
+#[test]
+fn the_clock_stays_put_while_a_worker_task_yields_or_a_blocking_closure_runs() {
+    let _guard = common::guard();
+    for workers in [1, 2, 4] {
+        let rt = common::test_rt(Some(workers), true);
+        let moved = rt.block_on(async {
+            let _background = tokio::spawn(wheel::sleep(secs(3600)));
+            let start = wheel::now();
+            tokio::spawn(async {
+                // Real time, so that several probes would fire meanwhile.
+                let real = std::time::Instant::now();
+                while real.elapsed() < Duration::from_millis(10) {
+                    tokio::task::yield_now().await;
+                }
+            })
+            .await
+            .unwrap();
+            let yielding = wheel::now() - start;
+            tokio::task::spawn_blocking(|| std::thread::sleep(Duration::from_millis(10)))
+                .await
+                .unwrap();
+            (yielding, wheel::now() - start)
+        });
+        assert_eq!(moved, (Duration::ZERO, Duration::ZERO), "{workers} workers");
+    }
+}
