@@ -99,8 +99,8 @@ mod test_clock_gaps;
 mod test_clock_idle;
 #[path = "test_clock_probe_repro.rs"]
 mod test_clock_probe_repro;
-#[path = "test_clock_review.rs"]
-mod test_clock_review;
+#[path = "test_clock_workers.rs"]
+mod test_clock_workers;
 #[path = "timeout.rs"]
 mod timeout;
 #[path = "tokio_assumptions.rs"]

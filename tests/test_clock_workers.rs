@@ -1,6 +1,8 @@
-//! Review of the test clock's idle rule: gaps found by review. The clock is
-//! read, never real time; a real-time bound only turns a hang into a
-//! failure (the watchdog, `common::guard`, is the last net).
+//! The test clock's idle rule on multi-thread runtimes, where workers park
+//! on their own: auto-advance goes on after `block_on` returns, and the
+//! clock stays put while a worker's task yields or a blocking closure runs.
+//! The clock is read, never real time; a real-time bound only turns a hang
+//! into a failure (the watchdog, `common::guard`, is the last net).
 
 mod common;
 
