@@ -240,42 +240,33 @@ impl Source {
 /// pass asks: a task that holds another runtime's `EnterGuard` across an
 /// await leaves that runtime current while its own parks and fires the
 /// alarm.
+#[inline]
 fn in_its_context<R>(handle: &tokio::runtime::Handle, read: impl FnOnce() -> R) -> Option<R> {
-    match here(handle.id()) {
-        Here::Inside => Some(read()),
-        Here::Elsewhere => {
-            let _its_clock = handle.enter();
-            Some(read())
-        }
-        Here::Gone => None,
+    if in_runtime(handle.id()) {
+        return Some(read());
     }
+    entered(handle, read)
+}
+
+/// [`in_its_context`] from outside the runtime's context: entered, unless
+/// it cannot be (`None`). Out of line, so that the reading from inside,
+/// the common case, saves no registers for the entering and leaving.
+#[cold]
+#[inline(never)]
+fn entered<R>(handle: &tokio::runtime::Handle, read: impl FnOnce() -> R) -> Option<R> {
+    if !can_enter() {
+        return None;
+    }
+    let _its_clock = handle.enter();
+    Some(read())
 }
 
 /// Whether this thread is inside runtime `id`'s context, where tokio's
-/// clock is that runtime's.
+/// clock is that runtime's: one question to tokio (`Handle::try_current`:
+/// a reference count up and down).
 #[inline]
 pub(crate) fn in_runtime(id: tokio::runtime::Id) -> bool {
-    matches!(here(id), Here::Inside)
-}
-
-/// Where this thread stands towards a runtime, as one question to tokio
-/// (`Handle::try_current`: a reference count up and down) tells.
-enum Here {
-    /// Inside its context: tokio's clock here is its clock.
-    Inside,
-    /// In another runtime's context, or none: it can be entered.
-    Elsewhere,
-    /// In a thread-local's destructor, tokio's own context gone:
-    /// `Handle::enter` panics here.
-    Gone,
-}
-
-fn here(id: tokio::runtime::Id) -> Here {
-    match tokio::runtime::Handle::try_current() {
-        Ok(current) if current.id() == id => Here::Inside,
-        Err(error) if error.is_thread_local_destroyed() => Here::Gone,
-        _ => Here::Elsewhere,
-    }
+    matches!(tokio::runtime::Handle::try_current(), Ok(current) if current.id() == id)
 }
 
 /// Whether this thread can enter a runtime: not once tokio's thread-local
