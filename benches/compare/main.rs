@@ -64,11 +64,12 @@ const WORKLOADS: [(&str, Workload); 15] = [
     ("fire_200k", fire::fire_200k),
     ("crowded", pending::crowded),
     ("floor", floor::floor),
-    ("delay_queue", delay_queue::delay_queue),
-    ("delay_queue_session", session::delay_queue_session),
     // With `--features tower` only: tower's `Timeout` against wheel::tower's.
     ("tower_ready", tower_row::tower_ready),
     ("tower_yield", tower_row::tower_yield),
+    // Last: the rows on a paused clock (see `delay_queue::PAUSED_ONCE`).
+    ("delay_queue", delay_queue::delay_queue),
+    ("delay_queue_session", session::delay_queue_session),
 ];
 
 /// Runs of the cheap workloads, and of those that take seconds per run.

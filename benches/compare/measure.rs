@@ -59,6 +59,12 @@ impl Group {
 
     /// A fresh runtime of this group for `T`'s column.
     pub(crate) fn runtime<T: Side>(self) -> Runtime {
+        assert!(
+            !crate::delay_queue::PAUSED_ONCE.load(std::sync::atomic::Ordering::Relaxed),
+            "a real-clock row after a paused one: tokio would read every Instant::now \
+             through the runtime's handle and the clock's mutex from here on, which no \
+             release build does (see delay_queue::PAUSED_ONCE); run it first"
+        );
         let mut builder = match self {
             Group::Ct | Group::CtTime => tokio::runtime::Builder::new_current_thread(),
             Group::Mt(w) => {
