@@ -163,7 +163,7 @@ pub(crate) fn default_runtime_now() -> (Option<Id>, Instant) {
 /// [`default_runtime_now`] where the cache does not name a timer on tokio's
 /// clock: a test clock's time, read through its shard, or the lookup
 /// filling the cache (a thread whose cache is destroyed, as it exits, asks
-/// the registry every time).
+/// the registry every time here; see [`refill`] for [`NAMED`] there).
 #[cold]
 #[inline(never)]
 fn runtime_now_through_shard(handle: Handle, id: Id) -> (Option<Id>, Instant) {
@@ -247,7 +247,11 @@ fn refill(handle: Handle, id: Id) -> Result<(Timer, Arc<Shard>), BuildError> {
         });
     });
     // Named only where cached: a thread whose cache is destroyed (it is
-    // exiting) asks the registry every time, as before the copy.
+    // exiting) asks the registry at every lookup but one. `NAMED` has no
+    // destructor, so what it named when the cache went stays named: a
+    // timeout made there in that runtime takes tokio's clock without
+    // asking. That answer holds while `SHUTDOWNS` has not moved (the timer
+    // is still registered, and still not manual), as the cache's did.
     NAMED.set(filled.is_ok().then_some(named));
     Ok((timer, shard))
 }
@@ -414,6 +418,82 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    /// A timeout made in a thread-local's destructor that runs after the
+    /// cache's (tokio's context still there, the runtime entered) reads
+    /// its runtime's clock: `NAMED`, which has no destructor, still names
+    /// the runtime the cache held (tokio's clock, read in the runtime's
+    /// context) or the lookup asks the registry (a test clock's).
+    #[test]
+    fn a_timeout_made_after_the_threads_cache_is_destroyed_reads_its_runtimes_clock() {
+        use std::time::Duration;
+
+        struct AtExit(Option<Box<dyn FnOnce()>>);
+        impl Drop for AtExit {
+            fn drop(&mut self) {
+                if let Some(run) = self.0.take() {
+                    run()
+                }
+            }
+        }
+        thread_local! {
+            static AT_EXIT: RefCell<Option<AtExit>> = const { RefCell::new(None) };
+        }
+        // Made on a thread of its own, in a destructor that runs after the
+        // cache's and before tokio's: (runtime, time, cache gone, named).
+        fn made_at_exit(handle: Handle) -> (Option<Id>, Instant, bool, Option<bool>) {
+            let (sender, receiver) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                // Destructors run in reverse order of first use: tokio's
+                // context first, then `AT_EXIT`, then the cache.
+                let _ = Handle::try_current();
+                let inside = handle.clone();
+                AT_EXIT.with(|at_exit| {
+                    *at_exit.borrow_mut() = Some(AtExit(Some(Box::new(move || {
+                        let _entered = inside.enter();
+                        let gone = CACHE.try_with(|_| ()).is_err();
+                        let named = named(inside.id());
+                        let (made_in, now) = default_runtime_now();
+                        sender.send((made_in, now, gone, named)).unwrap();
+                    }))));
+                });
+                let _entered = handle.enter();
+                default_runtime_now();
+            })
+            .join()
+            .unwrap();
+            receiver.recv().unwrap()
+        }
+        let _watchdog = crate::driver::tests::watchdog();
+        let hour = Duration::from_secs(3600);
+
+        let paused = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        let start = paused.block_on(async {
+            let start = Instant::now();
+            tokio::time::advance(hour).await;
+            start
+        });
+        let (made_in, now, gone, was_named) = made_at_exit(paused.handle().clone());
+        assert!(gone, "the cache was not destroyed first");
+        assert_eq!(was_named, Some(false));
+        assert_eq!(made_in, Some(paused.handle().id()));
+        assert_eq!(now, start + hour, "not the paused runtime's clock");
+
+        let test = crate::TestClock::new()
+            .build(tokio::runtime::Builder::new_current_thread().enable_time())
+            .unwrap();
+        let start = test.now();
+        test.advance(hour);
+        let (made_in, now, gone, was_named) = made_at_exit(test.handle().clone());
+        assert!(gone, "the cache was not destroyed first");
+        assert_eq!(was_named, Some(true));
+        assert_eq!(made_in, Some(test.handle().id()));
+        assert_eq!(now, start + hour, "not the test clock");
     }
 
     /// A test runtime's timer is its runtime's default timer while it lives,
