@@ -448,6 +448,38 @@ fn a_runtime_without_timers_is_tried_once_a_thread() {
     assert!(seen[0].contains("timers are disabled"), "{seen:?}");
 }
 
+/// Found by review: likewise a runtime that has shut down, entered by a
+/// handle kept: its default timer is tried once a thread (the tokio panic
+/// the build catches reaches the hook once), and every later lookup fails
+/// at once, saying why: a timeout of a ready future still completes, a
+/// sleep is still made.
+#[test]
+fn a_shut_down_runtime_is_tried_once_a_thread() {
+    let _guard = common::guard();
+    static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    if !in_a_child_noting_panics("WHEEL_SHUT_DOWN_CHILD", &SEEN) {
+        return;
+    }
+    let rt = RtBuilder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let handle = rt.handle().clone();
+    drop(rt);
+    let _entered = handle.enter();
+    for _ in 0..3 {
+        let ready = futures::executor::block_on(wheel::timeout(ms(5), async { 7 }));
+        assert_eq!(ready, Ok(7));
+        let refused = Timer::try_current().unwrap_err();
+        assert!(refused.is_no_runtime(), "{refused}");
+        assert!(refused.to_string().contains("shut down"), "{refused}");
+        drop(wheel::sleep(ms(5)));
+    }
+    let seen = SEEN.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert!(seen[0].contains("being shutdown"), "{seen:?}");
+}
+
 /// What the README says of a timer built off tokio's millisecond grid (here
 /// 300 µs into a paused runtime): a sleep due on tokio's grid wakes at most
 /// 1 ms after tokio's own, never before.

@@ -94,12 +94,15 @@ struct Cached {
 thread_local! {
     static NAMED: Cell<Option<Named>> = const { Cell::new(None) };
     static CACHE: RefCell<Option<Cached>> = const { RefCell::new(None) };
-    /// The last runtime this thread found without timers: its lookups fail
-    /// at once after the first, where building its default timer again made
-    /// tokio panic again (caught, but the process's panic hook reports it)
-    /// at every `wheel::sleep` or `timeout`. A runtime's timers are on or
-    /// off for its life, and ids are never reused.
-    static TIMERLESS: Cell<Option<Id>> = const { Cell::new(None) };
+    /// The last runtime this thread found it can never time, and whether
+    /// because it has shut down (`true`) or was built without timers: its
+    /// lookups fail at once after the first, where building its default
+    /// timer again made tokio panic again (caught, but the process's panic
+    /// hook reports it) at every `wheel::sleep` or `timeout`. A runtime's
+    /// timers are on or off for its life, a shut-down runtime stays so (a
+    /// thread can still enter it by a handle kept), and ids are never
+    /// reused.
+    static TIMERLESS: Cell<Option<(Id, bool)>> = const { Cell::new(None) };
 }
 
 /// The calling thread's shard of the current runtime's default timer,
@@ -222,15 +225,18 @@ pub(crate) fn current() -> Result<Timer, BuildError> {
 /// Runtime `id`'s default timer from the registry (or a new one), and this
 /// thread's shard of it, now in the cache.
 fn refill(handle: Handle, id: Id) -> Result<(Timer, Arc<Shard>), BuildError> {
-    if TIMERLESS.try_with(Cell::get).ok().flatten() == Some(id) {
-        return Err(BuildError::timers_disabled());
+    match TIMERLESS.try_with(Cell::get).ok().flatten() {
+        Some((known, true)) if known == id => return Err(BuildError::runtime_shut_down()),
+        Some((known, false)) if known == id => return Err(BuildError::timers_disabled()),
+        _ => {}
     }
     // Read first: a shutdown during the lookup leaves the cache one behind,
     // so it is looked up again.
     let shutdowns = SHUTDOWNS.load(Ordering::Acquire);
     let timer = registered(handle, id).inspect_err(|error| {
-        if error.is_timers_disabled() {
-            let _ = TIMERLESS.try_with(|timerless| timerless.set(Some(id)));
+        if error.is_timers_disabled() || error.is_runtime_shut_down() {
+            let known = Some((id, error.is_runtime_shut_down()));
+            let _ = TIMERLESS.try_with(|timerless| timerless.set(known));
         }
     })?;
     let shard = timer.driver().home().clone();
