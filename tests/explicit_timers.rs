@@ -443,6 +443,12 @@ fn a_runtime_without_timers_is_tried_once_a_thread() {
             drop(wheel::sleep(ms(5)));
         }
     });
+    // Only that runtime: another on the same thread gets its timer.
+    let with_time = RtBuilder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    with_time.block_on(async { assert!(Timer::try_current().is_ok()) });
     let seen = SEEN.lock().unwrap().clone();
     assert_eq!(seen.len(), 1, "{seen:?}");
     assert!(seen[0].contains("timers are disabled"), "{seen:?}");
@@ -475,6 +481,12 @@ fn a_shut_down_runtime_is_tried_once_a_thread() {
         assert!(refused.to_string().contains("shut down"), "{refused}");
         drop(wheel::sleep(ms(5)));
     }
+    // Only that runtime: another on the same thread gets its timer.
+    let live = RtBuilder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    live.block_on(async { assert!(Timer::try_current().is_ok()) });
     let seen = SEEN.lock().unwrap().clone();
     assert_eq!(seen.len(), 1, "{seen:?}");
     assert!(seen[0].contains("being shutdown"), "{seen:?}");
