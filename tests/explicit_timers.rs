@@ -443,15 +443,24 @@ fn a_runtime_without_timers_is_tried_once_a_thread() {
             drop(wheel::sleep(ms(5)));
         }
     });
-    // Only that runtime: another on the same thread gets its timer.
-    let with_time = RtBuilder::new_current_thread()
+    another_runtime_here_gets_its_timer_and_the_hook_saw_one(&SEEN, "timers are disabled");
+}
+
+/// The end of the two tests above and below: the refusal remembered is
+/// only that runtime's (another on the same thread gets its timer), and
+/// the panic hook saw tokio's panic once, saying `why`.
+fn another_runtime_here_gets_its_timer_and_the_hook_saw_one(
+    seen: &std::sync::Mutex<Vec<String>>,
+    why: &str,
+) {
+    let live = RtBuilder::new_current_thread()
         .enable_time()
         .build()
         .unwrap();
-    with_time.block_on(async { assert!(Timer::try_current().is_ok()) });
-    let seen = SEEN.lock().unwrap().clone();
+    live.block_on(async { assert!(Timer::try_current().is_ok()) });
+    let seen = seen.lock().unwrap().clone();
     assert_eq!(seen.len(), 1, "{seen:?}");
-    assert!(seen[0].contains("timers are disabled"), "{seen:?}");
+    assert!(seen[0].contains(why), "{seen:?}");
 }
 
 /// Found by review: likewise a runtime that has shut down, entered by a
@@ -481,15 +490,7 @@ fn a_shut_down_runtime_is_tried_once_a_thread() {
         assert!(refused.to_string().contains("shut down"), "{refused}");
         drop(wheel::sleep(ms(5)));
     }
-    // Only that runtime: another on the same thread gets its timer.
-    let live = RtBuilder::new_current_thread()
-        .enable_time()
-        .build()
-        .unwrap();
-    live.block_on(async { assert!(Timer::try_current().is_ok()) });
-    let seen = SEEN.lock().unwrap().clone();
-    assert_eq!(seen.len(), 1, "{seen:?}");
-    assert!(seen[0].contains("being shutdown"), "{seen:?}");
+    another_runtime_here_gets_its_timer_and_the_hook_saw_one(&SEEN, "being shutdown");
 }
 
 /// What the README says of a timer built off tokio's millisecond grid (here
