@@ -111,7 +111,7 @@ thread_local! {
 pub(crate) fn default_shard() -> Result<Arc<Shard>, BuildError> {
     let handle = Handle::try_current().map_err(|_| BuildError::no_runtime())?;
     let id = handle.id();
-    match with_cache(|cached| cached.named.names(id).then(|| cached.shard()).flatten()) {
+    match cached_shard(id) {
         Some(shard) => Ok(shard),
         None => refill(handle, id).map(|(_, shard)| shard),
     }
@@ -170,8 +170,7 @@ pub(crate) fn default_runtime_now() -> (Option<Id>, Instant) {
 #[cold]
 #[inline(never)]
 fn runtime_now_through_shard(handle: Handle, id: Id) -> (Option<Id>, Instant) {
-    let cached = with_cache(|cached| cached.named.names(id).then(|| cached.shard()).flatten());
-    let shard = match cached {
+    let shard = match cached_shard(id) {
         Some(shard) => shard,
         None => match refill(handle, id) {
             Ok((_, shard)) => shard,
@@ -193,7 +192,7 @@ fn runtime_now_through_shard(handle: Handle, id: Id) -> (Option<Id>, Instant) {
 /// its own clock.
 #[inline]
 pub(crate) fn shard_of(id: Id) -> Option<Arc<Shard>> {
-    with_cache(|cached| cached.named.names(id).then(|| cached.shard()).flatten()).or_else(|| {
+    cached_shard(id).or_else(|| {
         let timer = registry().as_ref()?.get(&id)?.clone();
         is_default(&timer).then(|| timer.driver().home().clone())
     })
@@ -225,10 +224,17 @@ pub(crate) fn current() -> Result<Timer, BuildError> {
 /// Runtime `id`'s default timer from the registry (or a new one), and this
 /// thread's shard of it, now in the cache.
 fn refill(handle: Handle, id: Id) -> Result<(Timer, Arc<Shard>), BuildError> {
-    match TIMERLESS.try_with(Cell::get).ok().flatten() {
-        Some((known, true)) if known == id => return Err(BuildError::runtime_shut_down()),
-        Some((known, false)) if known == id => return Err(BuildError::timers_disabled()),
-        _ => {}
+    if let Some((_, shut_down)) = TIMERLESS
+        .try_with(Cell::get)
+        .ok()
+        .flatten()
+        .filter(|&(known, _)| known == id)
+    {
+        return Err(if shut_down {
+            BuildError::runtime_shut_down()
+        } else {
+            BuildError::timers_disabled()
+        });
     }
     // Read first: a shutdown during the lookup leaves the cache one behind,
     // so it is looked up again.
@@ -282,13 +288,16 @@ fn named(id: Id) -> Option<bool> {
         .map(|named| named.manual)
 }
 
-impl Cached {
-    /// The cached shard, if it is alive: its own count is the only shared
-    /// state this touches.
-    #[inline]
-    fn shard(&self) -> Option<Arc<Shard>> {
-        self.shard.upgrade()
-    }
+/// This thread's cached shard of runtime `id`'s default timer, if the cache
+/// names that timer as it is now and the shard is alive: its own count is
+/// the only shared state this touches.
+#[inline]
+fn cached_shard(id: Id) -> Option<Arc<Shard>> {
+    with_cache(|cached| {
+        (cached.named.names(id))
+            .then(|| cached.shard.upgrade())
+            .flatten()
+    })
 }
 
 /// Runtime `id`'s default timer from the registry ([`is_default`]), or a
