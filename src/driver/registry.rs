@@ -417,6 +417,9 @@ mod tests {
             let made_in = rt.block_on(async { default_runtime_now().0 });
             assert_eq!(made_in, Some(id));
             assert_eq!(named(id), Some(false));
+            // The cache holds the shard the lookup found, for the next one.
+            let shard = rt.block_on(async { default_shard().unwrap() });
+            assert!(cached_shard(id).is_some_and(|cached| Arc::ptr_eq(&cached, &shard)));
             let test = crate::TestClock::new()
                 .build(tokio::runtime::Builder::new_current_thread().enable_time())
                 .unwrap();
@@ -428,6 +431,10 @@ mod tests {
             drop(test);
             assert_eq!(named(test_id), None, "named across a shutdown");
             assert!(with_cache(|cached| cached.named.names(test_id).then_some(())).is_none());
+            assert!(
+                cached_shard(test_id).is_none(),
+                "a shard cached across a shutdown"
+            );
             rt.block_on(async { default_runtime_now() });
             assert_eq!(named(id), Some(false));
         })
