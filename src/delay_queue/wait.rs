@@ -18,7 +18,15 @@
 //!
 //! A queue `with_timer`, or on a test clock (whose time tokio's driver does
 //! not keep), waits on a [`Sleep`] of its timer: it counts in that timer's
-//! stats and `max_pending`, and is woken by its shutdown.
+//! stats and `max_pending`, and is woken by its shutdown. It also keeps
+//! that timer's precision: the pass that fires the wait moves the shard's
+//! wheel up to the clock's tick, so a later tick that came while the task
+//! was being woken completes at once when the queue re-arms for it, where
+//! a tokio `Sleep` would wait for tokio's next millisecond. Such a queue
+//! waiting on a tokio `Sleep` instead (tried, 2026-11-29, Xeon) drained
+//! 5-8% cheaper on a paused clock, but in real time its entries came out
+//! 1.07-1.09 ms late at the median against 0.62-0.64 (125 µs ticks, the
+//! compare bench's `delay_queue` rows): not kept.
 
 use std::future::Future;
 use std::pin::Pin;
