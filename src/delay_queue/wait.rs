@@ -24,9 +24,10 @@
 //! was being woken completes at once when the queue re-arms for it, where
 //! a tokio `Sleep` would wait for tokio's next millisecond. Such a queue
 //! waiting on a tokio `Sleep` instead (tried, 2026-11-29, Xeon) drained
-//! 5-8% cheaper on a paused clock, but in real time its entries came out
-//! 1.07-1.09 ms late at the median against 0.62-0.64 (125 µs ticks, the
-//! compare bench's `delay_queue` rows): not kept.
+//! about 9% cheaper on a paused clock (0.94-0.98 of tokio-util's against
+//! 1.00-1.06), but in real time its entries came out 1.07-1.09 ms late at
+//! the median against 0.62-0.63 (125 µs ticks; the compare bench's
+//! `delay_queue` rows, four runs each): not kept.
 
 use std::future::Future;
 use std::pin::Pin;
