@@ -9,6 +9,12 @@
 //! `err.is::<tower::timeout::error::Elapsed>()` or `downcast_ref` (axum's
 //! `HandleErrorLayer` handlers, tonic interceptors) keeps working unchanged.
 //!
+//! That is tower 0.5's `Elapsed`. A stack whose own `tower` is 0.4 takes
+//! the layer just as well (both versions share tower-service's `Service`
+//! and tower-layer's `Layer`), but its `tower::timeout::error::Elapsed` is
+//! another type, which `err.is` does not match: a timeout would pass for
+//! any other error. There, test for [`wheel::tower::Elapsed`](Elapsed).
+//!
 //! Each request's deadline is a wheel [`Timeout`](crate::Timeout) around the
 //! inner service's response future, taken when the request is `call`ed (as
 //! tower's is): on the default timer of the runtime `call` runs in (or,
@@ -65,8 +71,9 @@ use crate::Timer;
 
 /// `tower::timeout::error::Elapsed`: what a [`Timeout`] returns (boxed) when a request times out.
 ///
-/// tower's own type, so that `err.is::<tower::timeout::error::Elapsed>()`
-/// holds for both crates.
+/// tower's own type (tower 0.5's), so that
+/// `err.is::<tower::timeout::error::Elapsed>()` holds for both crates, with
+/// tower 0.5 (see the [module](self)'s docs on tower 0.4).
 ///
 /// # Examples
 ///
