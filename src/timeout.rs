@@ -57,12 +57,17 @@ use crate::Sleep;
 #[inline]
 pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoFuture> {
     let (made_in, now) = registry::default_runtime_now();
-    Timeout::made_in(
+    let mut timeout = Timeout::made_in(
         future.into_future(),
         made_in,
         None,
         now.checked_add(duration),
-    )
+    );
+    if made_in.is_none() {
+        // Made outside any runtime: `now` was the real clock's.
+        timeout.delay.count_from_outside();
+    }
+    timeout
 }
 
 /// Requires `future` to complete before `deadline`; see [`timeout`].

@@ -29,7 +29,9 @@
 //! - `call` outside a runtime does not panic (tower's makes a
 //!   `tokio::time::Sleep` there, which does): the deadline binds to a timer
 //!   when the response is first polled, and that poll panics outside a
-//!   runtime, as a wheel [`Sleep`](crate::Sleep)'s does.
+//!   runtime, as a wheel [`Sleep`](crate::Sleep)'s does; what was left of
+//!   the timeout by the real clock then counts on that runtime's clock, as
+//!   with [`timeout`](crate::timeout()).
 //! - A timeout over 30 years is waited out, never cut short: tower's is a
 //!   `tokio::time::sleep`, which caps it at 30 years. One too long for
 //!   `Instant::now() + timeout` to exist (`Duration::MAX`) has no deadline

@@ -221,6 +221,67 @@ fn a_queue_made_on_a_clock_ahead_of_its_timers_is_never_early() {
     drain(behind, DelayQueue::new());
 }
 
+/// A `sleep` or `timeout` made outside any runtime counts its duration from
+/// the real clock; first polled on a paused clock, it counts what was left
+/// of it (less the real time since it was made, at most `gap`) from that
+/// clock, whether an hour ahead of the real one or behind it. Before, it
+/// kept the real clock's instant: ahead, it completed at its first poll;
+/// behind, it waited the gap as well. An instant given (here a `reset`
+/// outside, to a real instant) stays that instant: ahead, it has passed.
+#[test]
+fn a_duration_made_outside_any_runtime_counts_on_the_clock_it_is_polled_on() {
+    let _guard = common::guard();
+    let paused = || {
+        Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap()
+    };
+    let ahead = paused();
+    ahead.block_on(tokio::time::advance(Duration::from_secs(3600)));
+    let behind = paused();
+    // The real clock moves on past the paused one.
+    std::thread::sleep(ms(30));
+    for (name, rt) in [("ahead", &ahead), ("behind", &behind)] {
+        // How long `made` took on the paused clock, and the real time from
+        // before it was made to its end (at least that to its first poll).
+        let took = |made: &dyn Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>| {
+            let before = std::time::Instant::now();
+            let future = made();
+            let took = rt.block_on(async {
+                let start = wheel::Instant::now();
+                future.await;
+                start.elapsed()
+            });
+            (took, before.elapsed())
+        };
+        let (sleep, gap) = took(&|| Box::pin(wheel::sleep(ms(100))));
+        assert!(
+            sleep <= ms(100) && sleep + gap >= ms(100),
+            "{name}: a 100 ms sleep took {sleep:?} ({gap:?} real before)"
+        );
+        let timeout = || {
+            // Made here, outside: the `async` block only awaits it.
+            let timeout = wheel::timeout(ms(100), std::future::pending::<()>());
+            Box::pin(async { assert!(timeout.await.is_err()) })
+                as std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>
+        };
+        let (timed_out, gap) = took(&timeout);
+        assert!(
+            timed_out <= ms(100) && timed_out + gap >= ms(100),
+            "{name}: a 100 ms timeout took {timed_out:?} ({gap:?} real before)"
+        );
+    }
+    let mut reset = Box::pin(wheel::sleep(ms(100)));
+    reset.as_mut().reset(wheel::Instant::now() + ms(100));
+    ahead.block_on(async {
+        let start = wheel::Instant::now();
+        reset.await;
+        assert_eq!(start.elapsed(), Duration::ZERO, "the instant had passed");
+    });
+}
+
 /// An interval made outside any runtime is bound by its first reset inside
 /// a test runtime, and its next tick counts from that runtime's test clock,
 /// not from `Instant::now()` (the real clock there): an hour ahead of it,

@@ -393,6 +393,38 @@ fn a_call_outside_a_runtime_binds_when_polled_in_one() {
     assert!(err.is::<Elapsed>());
 }
 
+/// Found by review: a response `call`ed outside any runtime took its
+/// deadline from the real clock and kept it when bound, at its first poll,
+/// to a paused runtime's timer: on a paused clock an hour ahead it timed out
+/// at that poll, with no time gone on either clock. It now counts what was
+/// left of its timeout (less the real time since the call, at most `gap`) on
+/// the clock it is polled on.
+#[test]
+fn a_call_outside_a_runtime_is_never_early_on_a_paused_clock_ahead() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    rt.block_on(time::advance(Duration::from_secs(3600)));
+    let mut svc = TimeoutLayer::new(TIMEOUT).layer(replies());
+    let (_tx, rx) = oneshot::channel();
+    let before = std::time::Instant::now();
+    let response = svc.call(rx);
+    let (err, took) = rt.block_on(async {
+        let start = Instant::now();
+        let err = response.await.unwrap_err();
+        (err, start.elapsed())
+    });
+    // At least the real time from the call to the first poll.
+    let gap = before.elapsed();
+    assert!(err.is::<Elapsed>());
+    assert!(
+        took <= TIMEOUT && took + gap >= TIMEOUT,
+        "timed out {took:?} into a {TIMEOUT:?} timeout ({gap:?} real before)"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn duration_max_is_no_deadline_and_never_touches_the_timer() {
     let mut svc = TimeoutLayer::new(Duration::MAX).layer(replies());

@@ -1,5 +1,6 @@
 //! [`Sleep`], and the [`sleep`]/[`sleep_until`] constructors.
 
+mod binding;
 mod checked;
 mod state;
 
@@ -10,12 +11,9 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::runtime::Id;
 use tokio::time::Instant;
 
-use crate::driver::{
-    in_runtime, registry, Deadline, Polled, Registrant, Registration, Reset, Shard, WakerId,
-};
+use crate::driver::{registry, Deadline, Polled, Registrant, Registration, Reset, Shard, WakerId};
 use crate::error::{BuildError, Error};
 use crate::sync::Arc;
 use state::{Packed, State};
@@ -47,7 +45,13 @@ use state::{Packed, State};
 /// thread or task makes it (`Handle::enter`, `block_in_place`,
 /// `spawn_blocking` and a nested `block_on` included). Made outside any
 /// runtime (where tokio's panics), it is bound to the default timer of the
-/// runtime it is first polled (or reset) in.
+/// runtime it is first polled (or reset) in, and what was left of its
+/// duration by the real clock counts from that runtime's clock (a paused
+/// one may be hours from the real one); so does a
+/// [`timeout`](crate::timeout())'s. An instant given ([`sleep_until`],
+/// [`timeout_at`](crate::timeout_at()), [`Sleep::reset`]) stays that
+/// instant, except on a `TestRuntime`'s clock, whose instants are not
+/// tokio's: there it too counts the time it had left.
 ///
 /// # Panics
 ///
@@ -68,7 +72,12 @@ use state::{Packed, State};
 /// ```
 pub fn sleep(duration: Duration) -> Sleep {
     let (shard, now) = bind();
-    Sleep::at(shard, Deadline::after_capped(now, duration))
+    let mut sleep = Sleep::at(shard, Deadline::after_capped(now, duration));
+    if sleep.shard.is_none() {
+        // Made outside any runtime: `now` was the real clock's.
+        sleep.count_from_outside();
+    }
+    sleep
 }
 
 /// The current runtime's default timer's shard for a sleep made now, and
@@ -341,29 +350,6 @@ impl Sleep {
         }
     }
 
-    /// [`reset`](Sleep::reset) of a default-timer sleep not yet bound to
-    /// its timer (never polled, or reset): binds it if called inside a
-    /// runtime, which registers the sleep, and otherwise leaves it to be
-    /// registered by its first poll.
-    #[cold]
-    #[inline(never)]
-    fn reset_unbound(&mut self, deadline: Deadline, passed: bool) {
-        // Registering needs the default timer, which belongs to the runtime
-        // the caller is in; with none, the first poll binds it.
-        match registry::default_shard() {
-            Ok(shard) => {
-                self.shard = Some(shard);
-                self.reset_to(deadline, passed);
-            }
-            Err(_) => {
-                self.state.set_deadline(deadline);
-                if matches!(self.state.get(), State::Elapsed) {
-                    self.state.set(State::Idle);
-                }
-            }
-        }
-    }
-
     /// Resets the deadline without keeping the sleep registered: the next
     /// poll registers it afresh. Cheaper than [`reset`](Sleep::reset) when
     /// the caller is about to poll anyway (an interval that just ticked, a
@@ -371,37 +357,8 @@ impl Sleep {
     pub(crate) fn reset_unregistered(&mut self, deadline: Instant) {
         self.release();
         self.state.set_deadline(Deadline::from_instant(deadline));
-        self.state.set(State::Idle);
-    }
-
-    /// Binds a default-timer sleep made outside any runtime to `shard`, the
-    /// default timer's of the runtime it first registers in. Its deadline
-    /// was counted from tokio's clock; on a manual clock (a `TestRuntime`'s),
-    /// which is not tokio's, it moves to count the time it had left from
-    /// that clock.
-    fn bind_late(&mut self, shard: Arc<Shard>) {
-        if shard.is_manual() {
-            let moved = self.state.deadline().moved(Instant::now(), shard.now());
-            self.state.set_deadline(moved);
-        }
-        self.shard = Some(shard);
-    }
-
-    /// Binds a `Timeout`'s sleep, made in runtime `made_in`, to `shard` when
-    /// it first waits (shut down or not: it then answers by that timer's
-    /// clock). `None`, its timer is gone: inside `made_in`, tokio's clock
-    /// there says whether the deadline has passed; elsewhere no clock at
-    /// hand is surely the deadline's (another runtime's paused clock may be
-    /// hours ahead), so it reports the shutdown, as tokio's timeout does.
-    pub(crate) fn bind_to(&mut self, shard: Option<Arc<Shard>>, made_in: Id) {
-        debug_assert!(self.shard.is_none() && !self.state.is_registered());
-        match shard {
-            Some(shard) => self.shard = Some(shard),
-            None if in_runtime(made_in) && self.state.deadline().reached_by(Instant::now()) => {
-                self.state.set(State::Elapsed);
-            }
-            None => refused(Error::shut_down()),
-        }
+        // A `Timeout` made outside any runtime keeps its mark.
+        self.state.set_idle();
     }
 
     /// Frees the wheel entry, if this sleep has one: a registered sleep's,

@@ -13,7 +13,10 @@
 //! vtable address does: a `&'static RawWakerVTable` is non-null and aligned
 //! (checked below at compile time), so the values under its alignment are
 //! never a vtable, and [`Packed`] uses them for the other states and for
-//! "registered, waker unknown". Plain integers, no `unsafe`.
+//! "registered, waker unknown". Plain integers, no `unsafe`. An idle
+//! state has no waker, so its data word is free: it marks a sleep made
+//! outside any runtime whose deadline is a duration's end on the real
+//! clock, which its first poll moves onto its runtime's clock.
 
 use std::task::RawWakerVTable;
 
@@ -49,6 +52,11 @@ const FIRED: usize = 1;
 const ELAPSED: usize = 2;
 const NO_WAKER: usize = 3;
 const _: () = assert!(std::mem::align_of::<RawWakerVTable>() > NO_WAKER);
+
+/// `data` of an idle state whose deadline counts from now on the clock
+/// outside any runtime (see [`Packed::count_from_outside`]); any other
+/// state, and a plain idle one, has 0 there.
+const FROM_OUTSIDE: usize = 1;
 
 // The second word: the deadline's top bits above the key's generation
 // above its index.
@@ -131,6 +139,28 @@ impl Packed {
         }
     }
 
+    /// Marks an idle state's deadline as counted from now on the clock
+    /// outside any runtime (the real one): a duration's end, which binding
+    /// moves onto its runtime's clock (`Sleep::bind_late`). Any
+    /// [`set`](Packed::set) clears the mark.
+    pub(super) fn count_from_outside(&mut self) {
+        debug_assert_eq!(self.vtable, IDLE, "only an idle sleep is unbound");
+        self.data = FROM_OUTSIDE;
+    }
+
+    /// Whether the state is idle and [marked](Packed::count_from_outside).
+    pub(super) fn counts_from_outside(&self) -> bool {
+        self.vtable == IDLE && self.data == FROM_OUTSIDE
+    }
+
+    /// Idle, keeping the mark of a state idle already.
+    #[inline]
+    pub(super) fn set_idle(&mut self) {
+        if self.vtable != IDLE {
+            self.set(State::Idle);
+        }
+    }
+
     /// Changes the state and leaves the deadline as it is.
     #[inline]
     pub(super) fn set(&mut self, state: State) {
@@ -202,5 +232,27 @@ mod tests {
             }
         }
         assert_eq!(std::mem::size_of::<Packed>(), 32);
+    }
+
+    #[test]
+    fn the_outside_mark_is_idle_kept_by_set_idle_and_cleared_by_set() {
+        let deadline = Deadline::from_instant(tokio::time::Instant::now());
+        let mut packed = Packed::idle(deadline);
+        assert!(!packed.counts_from_outside());
+        packed.count_from_outside();
+        assert!(packed.counts_from_outside());
+        assert_eq!((packed.get(), packed.deadline()), (State::Idle, deadline));
+        packed.set_idle();
+        assert!(packed.counts_from_outside(), "set_idle cleared it");
+        packed.set(State::Idle);
+        assert!(!packed.counts_from_outside(), "set(Idle) kept it");
+        for state in [State::Fired, State::Elapsed] {
+            packed.count_from_outside();
+            packed.set(state);
+            assert!(!packed.counts_from_outside(), "{state:?} kept it");
+            packed.set_idle();
+            assert_eq!(packed.get(), State::Idle);
+            assert!(!packed.counts_from_outside());
+        }
     }
 }

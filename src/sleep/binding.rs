@@ -1,0 +1,90 @@
+//! How a default-timer [`Sleep`] finds its timer.
+//!
+//! Made inside a runtime's context, it is bound there and then (the
+//! binding rule, in [`sleep`](crate::sleep())'s docs). Made outside any
+//! runtime, it is bound by its first poll ([`Sleep::bind_late`]) or reset
+//! ([`Sleep::reset_unbound`]) inside one, and a duration's end read then on
+//! the real clock ([marked](Sleep::count_from_outside)) moves onto that
+//! runtime's clock. A `Timeout` names its runtime when made and binds its
+//! delay when it first waits ([`Sleep::bind_to`]).
+
+use tokio::runtime::Id;
+use tokio::time::Instant;
+
+use super::state::State;
+use super::{refused, Sleep};
+use crate::driver::{in_runtime, registry, Deadline, Shard};
+use crate::error::Error;
+use crate::sync::Arc;
+
+impl Sleep {
+    /// [`reset`](Sleep::reset) of a default-timer sleep not yet bound to
+    /// its timer (never polled, or reset): binds it if called inside a
+    /// runtime, which registers the sleep, and otherwise leaves it to be
+    /// registered by its first poll.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn reset_unbound(&mut self, deadline: Deadline, passed: bool) {
+        // Registering needs the default timer, which belongs to the runtime
+        // the caller is in; with none, the first poll binds it.
+        match registry::default_shard() {
+            Ok(shard) => {
+                self.shard = Some(shard);
+                self.reset_to(deadline, passed);
+            }
+            Err(_) => {
+                // An instant given: it no longer counts from the clock it
+                // was made on, if it was marked so.
+                self.state.set_deadline(deadline);
+                self.state.set(State::Idle);
+            }
+        }
+    }
+
+    /// Marks this unbound sleep's deadline as counted from now on the clock
+    /// outside any runtime (see [`bind_late`](Sleep::bind_late)).
+    pub(crate) fn count_from_outside(&mut self) {
+        debug_assert!(self.shard.is_none());
+        self.state.count_from_outside();
+    }
+
+    /// Binds a default-timer sleep made outside any runtime to `shard`, the
+    /// default timer's of the runtime it first registers in. Its deadline
+    /// was counted from tokio's clock there, the real one. On a manual
+    /// clock (a `TestRuntime`'s), which is not tokio's, it moves to count
+    /// the time it had left from that clock. On tokio's, an instant given
+    /// stays (it is one moment on every tokio clock), but the end of a
+    /// duration from then ([marked](Sleep::count_from_outside)) moves too:
+    /// a paused clock may be hours from the real one, either way.
+    pub(super) fn bind_late(&mut self, shard: Arc<Shard>) {
+        let from = if shard.is_manual() {
+            Some(Instant::now())
+        } else if self.state.counts_from_outside() {
+            Some(Instant::from_std(std::time::Instant::now()))
+        } else {
+            None
+        };
+        if let Some(from) = from {
+            let moved = self.state.deadline().moved(from, shard.now());
+            self.state.set_deadline(moved);
+        }
+        self.shard = Some(shard);
+    }
+
+    /// Binds a `Timeout`'s sleep, made in runtime `made_in`, to `shard` when
+    /// it first waits (shut down or not: it then answers by that timer's
+    /// clock). `None`, its timer is gone: inside `made_in`, tokio's clock
+    /// there says whether the deadline has passed; elsewhere no clock at
+    /// hand is surely the deadline's (another runtime's paused clock may be
+    /// hours ahead), so it reports the shutdown, as tokio's timeout does.
+    pub(crate) fn bind_to(&mut self, shard: Option<Arc<Shard>>, made_in: Id) {
+        debug_assert!(self.shard.is_none() && !self.state.is_registered());
+        match shard {
+            Some(shard) => self.shard = Some(shard),
+            None if in_runtime(made_in) && self.state.deadline().reached_by(Instant::now()) => {
+                self.state.set(State::Elapsed);
+            }
+            None => refused(Error::shut_down()),
+        }
+    }
+}
