@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::driver::Deadline;
 use crate::{deadline_after, sleep_until, Sleep};
 
 /// Tokio's threshold: a tick taken later than this after it was due counts
@@ -72,7 +73,10 @@ pub(crate) fn passed_on_a_coarse_timer(deadline: Instant, now: Instant, tick: Du
 pub fn interval(period: Duration) -> Interval {
     // Now on the clock of the timer the interval belongs to.
     let (shard, now) = crate::sleep::bind();
-    Interval::new(Sleep::new(shard, now), period)
+    // Made outside any runtime, its first tick, due now by the real clock,
+    // is due at once on the clock of the runtime that binds it.
+    let first = Sleep::counted(shard, Deadline::from_instant(now));
+    Interval::new(first, period)
 }
 
 /// An [`Interval`] on the current runtime's default timer whose first tick

@@ -322,3 +322,127 @@ fn an_interval_made_outside_any_runtime_resets_on_a_test_clock() {
     behind.advance(ms(10));
     behind.block_on(async { assert_ready!(task::spawn(interval.tick()).poll()) });
 }
+
+/// Found by review (s9c): a `sleep` or `timeout` made outside any runtime
+/// counts its duration from the real clock, and first polled in a test
+/// runtime it counts what was left of it on the test clock. It was moved
+/// from tokio's clock there instead, which a `start_paused` builder pauses:
+/// an hour ahead of the real clock, it completed at its first poll, with no
+/// time gone on the test clock (behind, it waited the gap as well).
+#[test]
+fn a_duration_made_outside_is_never_early_on_a_test_runtime_paused_ahead() {
+    let _guard = common::guard();
+    let rt = wheel::TestClock::new()
+        .build(
+            Builder::new_current_thread()
+                .enable_time()
+                .start_paused(true),
+        )
+        .unwrap();
+    // tokio's clock in the test runtime, not the test clock, an hour ahead.
+    rt.block_on(tokio::time::advance(Duration::from_secs(3600)));
+    let mut sleep = task::spawn(wheel::sleep(Duration::from_secs(10)));
+    let mut timeout = task::spawn(wheel::timeout(
+        Duration::from_secs(10),
+        std::future::pending::<()>(),
+    ));
+    rt.block_on(async {
+        assert_pending!(sleep.poll(), "the sleep completed at once");
+        assert_pending!(timeout.poll(), "the timeout expired at once");
+    });
+    rt.advance(Duration::from_secs(10));
+    rt.block_on(async {
+        assert_ready!(sleep.poll());
+        assert!(assert_ready!(timeout.poll()).is_err());
+    });
+}
+
+/// Found by review (s9c): a `sleep` or `timeout` made outside any runtime
+/// and first polled inside the entered handle of a runtime that has shut
+/// down has no timer: it completes only if its deadline, counted on the
+/// real clock, has passed. It was asked against tokio's clock there, that
+/// runtime's, paused an hour ahead: it completed at once, with no time
+/// gone on any clock.
+#[test]
+fn a_duration_made_outside_is_not_due_by_a_shut_down_paused_clock_ahead() {
+    let _guard = common::guard();
+    let rt = Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    rt.block_on(tokio::time::advance(Duration::from_secs(3600)));
+    let handle = rt.handle().clone();
+    drop(rt);
+    let mut sleep = task::spawn(wheel::sleep(Duration::from_secs(10)));
+    let mut timeout = task::spawn(wheel::timeout(
+        Duration::from_secs(10),
+        std::future::pending::<()>(),
+    ));
+    let _entered = handle.enter();
+    let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sleep.poll()));
+    assert!(polled.is_err(), "the sleep completed: {polled:?}");
+    let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| timeout.poll()));
+    assert!(polled.is_err(), "the timeout expired: {polled:?}");
+}
+
+/// Found by review (s9c): an interval made outside any runtime took its
+/// first tick's instant from the real clock and kept it when first polled
+/// on a paused clock an hour ahead: that tick returned an instant an hour
+/// past, every tick since then counted as missed, and (`Burst`) 36,000
+/// ticks of a 100 ms period completed at once. Its start, like a `sleep`'s
+/// duration made outside, counts on the clock it is polled on.
+#[test]
+fn an_interval_made_outside_does_not_burst_on_a_paused_clock_ahead() {
+    let _guard = common::guard();
+    let rt = Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    rt.block_on(tokio::time::advance(Duration::from_secs(3600)));
+    let mut interval = wheel::interval(ms(100));
+    rt.block_on(async {
+        let start = wheel::Instant::now();
+        assert_eq!(interval.tick().await, start, "the first tick");
+        let mut second = task::spawn(interval.tick());
+        assert_pending!(second.poll(), "the second tick came at once");
+        drop(second);
+        assert_eq!(interval.tick().await, start + ms(100));
+    });
+}
+
+/// Found by review (s9c): a `sleep` or `timeout` made in the entered handle
+/// of a runtime that has shut down is unbound, as one made outside any
+/// runtime is, and marked as counting its duration from the real clock,
+/// but it read tokio's clock there, that runtime's, paused and fallen
+/// behind the real one: first polled in another runtime, its time left
+/// came out less the gap, here none, and it completed at once.
+#[test]
+fn a_duration_made_in_a_shut_down_runtime_behind_is_never_early() {
+    let _guard = common::guard();
+    let paused = || {
+        Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap()
+    };
+    let dead = paused();
+    let handle = dead.handle().clone();
+    drop(dead);
+    // The real clock moves on past the dead runtime's paused one.
+    std::thread::sleep(ms(300));
+    let (sleep, timeout) = {
+        let _entered = handle.enter();
+        (
+            wheel::sleep(ms(200)),
+            wheel::timeout(ms(200), std::future::pending::<()>()),
+        )
+    };
+    let (mut sleep, mut timeout) = (task::spawn(sleep), task::spawn(timeout));
+    paused().block_on(async {
+        assert_pending!(sleep.poll(), "the sleep completed at once");
+        assert_pending!(timeout.poll(), "the timeout expired at once");
+    });
+}

@@ -137,7 +137,7 @@ use manual::ManualClock;
 pub(crate) use sentinel::Sentinel;
 pub(crate) use shard::{Polled, Registrant, Registration, Reset, Shard};
 pub(crate) use shutdown::Leftovers;
-pub(crate) use time::{can_enter, in_runtime};
+pub(crate) use time::{can_enter, in_runtime, real_now};
 use time::{Source, Time};
 
 use crate::sync::Arc;

@@ -150,11 +150,11 @@ pub(crate) fn default_runtime() -> Result<Id, BuildError> {
 /// [`default_runtime`] (`None` where it fails), and the time on that
 /// timer's clock, as a `Timeout` made now reads its deadline's start: a
 /// test clock's (a `TestRuntime`'s), else tokio's, inside the runtime just
-/// found current. One look at this thread's cache answers both.
+/// found current; where it fails, the real clock's ([`real_now`](super::real_now)). One look at this thread's cache answers both.
 #[inline]
 pub(crate) fn default_runtime_now() -> (Option<Id>, Instant) {
     let Ok(handle) = Handle::try_current() else {
-        return (None, Instant::now());
+        return (None, super::real_now());
     };
     let id = handle.id();
     if named(id) == Some(false) {
@@ -174,7 +174,10 @@ fn runtime_now_through_shard(handle: Handle, id: Id) -> (Option<Id>, Instant) {
         Some(shard) => shard,
         None => match refill(handle, id) {
             Ok((_, shard)) => shard,
-            Err(_) => return (None, Instant::now()),
+            // No timer (a runtime without timers, or shut down): unbound,
+            // as outside any runtime, so counted on the real clock, not
+            // on this runtime's, which may be paused.
+            Err(_) => return (None, super::real_now()),
         },
     };
     let now = if shard.is_manual() {

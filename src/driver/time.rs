@@ -188,7 +188,7 @@ impl Source {
             } => in_its_context(handle, Instant::now),
             Source::Runtime {
                 pausable: false, ..
-            } => Some(Instant::from_std(std::time::Instant::now())),
+            } => Some(real_now()),
             Source::Manual(clock) => Some(clock.now()),
         }
     }
@@ -259,6 +259,15 @@ fn entered<R>(handle: &tokio::runtime::Handle, read: impl FnOnce() -> R) -> Opti
     }
     let _its_clock = handle.enter();
     Some(read())
+}
+
+/// The real clock, whatever tokio's reads in this context (a paused
+/// runtime's, or a shut-down one's entered by a handle kept): a
+/// multi-thread runtime's clock, and the one that a sleep or timeout made
+/// outside any runtime counts its duration on until a runtime binds it.
+#[inline]
+pub(crate) fn real_now() -> Instant {
+    Instant::from_std(std::time::Instant::now())
 }
 
 /// Whether this thread is inside runtime `id`'s context, where tokio's

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use super::state::State;
 use super::{refused, Sleep};
-use crate::driver::{in_runtime, registry, Deadline, Shard};
+use crate::driver::{in_runtime, real_now, registry, Deadline, Shard};
 use crate::error::Error;
 use crate::sync::Arc;
 
@@ -41,6 +41,18 @@ impl Sleep {
         }
     }
 
+    /// A default-timer sleep until `deadline`, the end of a duration from
+    /// the time [`bind`](super::bind) read with `shard`: with none (made
+    /// outside any runtime), that time was the real clock's, and the sleep
+    /// is [marked](Sleep::count_from_outside) so.
+    pub(crate) fn counted(shard: Option<Arc<Shard>>, deadline: Deadline) -> Sleep {
+        let mut sleep = Sleep::at(shard, deadline);
+        if sleep.shard.is_none() {
+            sleep.count_from_outside();
+        }
+        sleep
+    }
+
     /// Marks this unbound sleep's deadline as counted from now on the clock
     /// outside any runtime (see [`bind_late`](Sleep::bind_late)).
     pub(crate) fn count_from_outside(&mut self) {
@@ -57,10 +69,12 @@ impl Sleep {
     /// duration from then ([marked](Sleep::count_from_outside)) moves too:
     /// a paused clock may be hours from the real one, either way.
     pub(super) fn bind_late(&mut self, shard: Arc<Shard>) {
-        let from = if shard.is_manual() {
+        // A marked deadline counts on the real clock, whatever tokio's
+        // reads here: a `TestRuntime` may pause it too (`start_paused`).
+        let from = if self.state.counts_from_outside() {
+            Some(real_now())
+        } else if shard.is_manual() {
             Some(Instant::now())
-        } else if self.state.counts_from_outside() {
-            Some(Instant::from_std(std::time::Instant::now()))
         } else {
             None
         };
@@ -69,6 +83,19 @@ impl Sleep {
             self.state.set_deadline(moved);
         }
         self.shard = Some(shard);
+    }
+
+    /// Whether this sleep, unbound and with no timer at hand to bind it
+    /// (outside any runtime, or in one without timers or shut down), is
+    /// due: by the real clock if [marked](Sleep::count_from_outside), which
+    /// its deadline counts on; else by tokio's here, as an instant given.
+    pub(super) fn due_unbound(&self) -> bool {
+        let now = if self.state.counts_from_outside() {
+            real_now()
+        } else {
+            Instant::now()
+        };
+        self.state.deadline().reached_by(now)
     }
 
     /// Binds a `Timeout`'s sleep, made in runtime `made_in`, to `shard` when

@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::driver::{registry, Deadline, Polled, Registrant, Registration, Reset, Shard, WakerId};
+use crate::driver::{
+    real_now, registry, Deadline, Polled, Registrant, Registration, Reset, Shard, WakerId,
+};
 use crate::error::{BuildError, Error};
 use crate::sync::Arc;
 use state::{Packed, State};
@@ -47,8 +49,11 @@ use state::{Packed, State};
 /// runtime (where tokio's panics), it is bound to the default timer of the
 /// runtime it is first polled (or reset) in, and what was left of its
 /// duration by the real clock counts from that runtime's clock (a paused
-/// one may be hours from the real one); so does a
-/// [`timeout`](crate::timeout())'s. An instant given ([`sleep_until`],
+/// one, or a `TestRuntime`'s, may be hours from the real one); so does a
+/// [`timeout`](crate::timeout())'s, and an [`interval`](crate::interval())'s
+/// first tick is due at once there. (Made in a runtime with no timer,
+/// built without or shut down, it is unbound too, and counts from the
+/// real clock as outside.) An instant given ([`sleep_until`],
 /// [`timeout_at`](crate::timeout_at()), [`Sleep::reset`]) stays that
 /// instant, except on a `TestRuntime`'s clock, whose instants are not
 /// tokio's: there it too counts the time it had left.
@@ -72,22 +77,18 @@ use state::{Packed, State};
 /// ```
 pub fn sleep(duration: Duration) -> Sleep {
     let (shard, now) = bind();
-    let mut sleep = Sleep::at(shard, Deadline::after_capped(now, duration));
-    if sleep.shard.is_none() {
-        // Made outside any runtime: `now` was the real clock's.
-        sleep.count_from_outside();
-    }
-    sleep
+    Sleep::counted(shard, Deadline::after_capped(now, duration))
 }
 
 /// The current runtime's default timer's shard for a sleep made now, and
-/// the time on that timer's clock; outside a runtime, none yet (the first
-/// poll binds it) and `Instant::now()`.
+/// the time on that timer's clock; outside a runtime (or in one with no
+/// timer: without timers, or shut down), none yet (the first poll binds
+/// it) and the real clock's time, whatever tokio's clock reads there.
 #[inline]
 pub(crate) fn bind() -> (Option<Arc<Shard>>, Instant) {
     match registry::default_binding() {
         Ok((shard, now)) => (Some(shard), now),
-        Err(_) => (None, Instant::now()),
+        Err(_) => (None, real_now()),
     }
 }
 
@@ -519,7 +520,7 @@ impl Sleep {
                     match registry::default_shard() {
                         Ok(shard) => self.bind_late(shard),
                         // Due already: no timer is needed to say so.
-                        Err(_) if self.state.deadline().reached_by(Instant::now()) => {
+                        Err(_) if self.due_unbound() => {
                             self.state.set(State::Elapsed);
                             return Poll::Ready(Ok(()));
                         }
