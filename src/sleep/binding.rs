@@ -61,16 +61,16 @@ impl Sleep {
     }
 
     /// Binds a default-timer sleep made outside any runtime to `shard`, the
-    /// default timer's of the runtime it first registers in. Its deadline
-    /// was counted from tokio's clock there, the real one. On a manual
-    /// clock (a `TestRuntime`'s), which is not tokio's, it moves to count
-    /// the time it had left from that clock. On tokio's, an instant given
-    /// stays (it is one moment on every tokio clock), but the end of a
-    /// duration from then ([marked](Sleep::count_from_outside)) moves too:
-    /// a paused clock may be hours from the real one, either way.
+    /// default timer's of the runtime it first registers in. The end of a
+    /// duration ([marked](Sleep::count_from_outside)) was counted on the
+    /// real clock: it moves to count the time it had left from `shard`'s
+    /// clock, which may be hours from the real one (paused, or a
+    /// `TestRuntime`'s). An instant given stays, being one moment on every
+    /// tokio clock, except on a manual clock (a `TestRuntime`'s), whose
+    /// instants are not tokio's: it counts the time it had left by tokio's.
     pub(super) fn bind_late(&mut self, shard: Arc<Shard>) {
-        // A marked deadline counts on the real clock, whatever tokio's
-        // reads here: a `TestRuntime` may pause it too (`start_paused`).
+        // The real clock, whatever tokio's reads here: a `TestRuntime` may
+        // pause it too (`start_paused`).
         let from = if self.state.counts_from_outside() {
             Some(real_now())
         } else if shard.is_manual() {
