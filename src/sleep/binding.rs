@@ -69,17 +69,8 @@ impl Sleep {
     /// tokio clock, except on a manual clock (a `TestRuntime`'s), whose
     /// instants are not tokio's: it counts the time it had left by tokio's.
     pub(super) fn bind_late(&mut self, shard: Arc<Shard>) {
-        // The real clock, whatever tokio's reads here: a `TestRuntime` may
-        // pause it too (`start_paused`).
-        let from = if self.state.counts_from_outside() {
-            Some(real_now())
-        } else if shard.is_manual() {
-            Some(Instant::now())
-        } else {
-            None
-        };
-        if let Some(from) = from {
-            let moved = self.state.deadline().moved(from, shard.now());
+        if self.state.counts_from_outside() || shard.is_manual() {
+            let moved = self.state.deadline().moved(self.unbound_now(), shard.now());
             self.state.set_deadline(moved);
         }
         self.shard = Some(shard);
@@ -87,15 +78,21 @@ impl Sleep {
 
     /// Whether this sleep, unbound and with no timer at hand to bind it
     /// (outside any runtime, or in one without timers or shut down), is
-    /// due: by the real clock if [marked](Sleep::count_from_outside), which
-    /// its deadline counts on; else by tokio's here, as an instant given.
+    /// due by the clock its deadline counts on ([`unbound_now`](Sleep::unbound_now)).
     pub(super) fn due_unbound(&self) -> bool {
-        let now = if self.state.counts_from_outside() {
+        self.state.deadline().reached_by(self.unbound_now())
+    }
+
+    /// The time on the clock this unbound sleep's deadline counts on: the
+    /// real one if [marked](Sleep::count_from_outside), whatever tokio's
+    /// reads here (a `TestRuntime` may pause it too, `start_paused`); else
+    /// tokio's here, as for an instant given.
+    fn unbound_now(&self) -> Instant {
+        if self.state.counts_from_outside() {
             real_now()
         } else {
             Instant::now()
-        };
-        self.state.deadline().reached_by(now)
+        }
     }
 
     /// Binds a `Timeout`'s sleep, made in runtime `made_in`, to `shard` when
