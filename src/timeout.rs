@@ -64,7 +64,8 @@ pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoF
         now.checked_add(duration),
     );
     if made_in.is_none() {
-        // Made outside any runtime: `now` was the real clock's.
+        // Unbound (made outside any runtime, or in one with no timer):
+        // `now` was the real clock's.
         timeout.delay.count_from_outside();
     }
     timeout

@@ -150,7 +150,9 @@ pub(crate) fn default_runtime() -> Result<Id, BuildError> {
 /// [`default_runtime`] (`None` where it fails), and the time on that
 /// timer's clock, as a `Timeout` made now reads its deadline's start: a
 /// test clock's (a `TestRuntime`'s), else tokio's, inside the runtime just
-/// found current; where it fails, the real clock's ([`real_now`](super::real_now)). One look at this thread's cache answers both.
+/// found current; where it fails, the real clock's
+/// ([`real_now`](super::real_now)). One look at this thread's cache
+/// answers both.
 #[inline]
 pub(crate) fn default_runtime_now() -> (Option<Id>, Instant) {
     let Ok(handle) = Handle::try_current() else {
