@@ -520,3 +520,36 @@ fn a_timeout_whose_timer_shut_down_before_its_first_wait_answers_by_its_clock() 
     let message = common::panic_of(|| task::spawn(not_due).poll());
     assert!(message.contains("shut down"), "{message}");
 }
+
+/// Found by review (s9d): a sleep fired before a shutdown (not yet polled)
+/// and reset after it became pending again, though nothing would ever fire
+/// it: `Stats::pending` grew after the shutdown, past `max_pending`. Its
+/// reset is now refused, as a completed sleep's is; its next poll still
+/// reports the shutdown.
+#[test]
+fn a_fired_sleep_reset_after_shutdown_is_not_pending_again() {
+    let timer = Timer::builder().manual().max_pending(2).build().unwrap();
+    let mut fired: Vec<_> = (0..2)
+        .map(|_| task::spawn(timer.try_sleep(Duration::from_secs(1)).unwrap()))
+        .collect();
+    timer.advance(Duration::from_secs(1));
+    let _full = [
+        timer.try_sleep(Duration::from_secs(10)).unwrap(),
+        timer.try_sleep(Duration::from_secs(10)).unwrap(),
+    ];
+    assert_eq!(timer.stats().pending, 2);
+    assert_eq!(timer.shutdown().sleeps, 2);
+
+    for sleep in &mut fired {
+        std::pin::Pin::new(&mut **sleep).reset(timer.now() + Duration::from_secs(5));
+    }
+    assert_eq!(
+        timer.stats().pending,
+        2,
+        "only the two pending at the shutdown"
+    );
+    let mut sleep = fired.pop().unwrap().into_inner();
+    let mut checked = task::spawn(sleep.checked());
+    let error = assert_ready!(checked.poll()).unwrap_err();
+    assert!(error.is_shutdown(), "{error}");
+}

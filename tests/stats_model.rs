@@ -120,8 +120,9 @@ fn run(ops: &[Op]) {
                     // Completes at once: no entry left.
                     m.fired += 1;
                     s.2 = S::Done;
-                } else if m.shut_down && matches!(s.2, S::Idle | S::Done) {
-                    // Refused: nothing registered.
+                } else if m.shut_down && matches!(s.2, S::Idle | S::Done | S::Fired) {
+                    // Refused: nothing registered (a fired entry is freed:
+                    // nothing would fire it again).
                     s.2 = S::Idle;
                 } else {
                     s.2 = S::Pending;

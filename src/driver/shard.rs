@@ -112,10 +112,11 @@ pub(crate) enum Reset {
     /// The new deadline is due already: the entry is freed and its waker
     /// woken, and the sleep completes.
     Fired,
-    /// The entry had fired, and the timer is at its `max_pending` limit:
-    /// pending again it would go over, so it is freed
-    /// instead, as a reset of a completed sleep is refused; the sleep is
-    /// idle, and its next poll registers again and reports the refusal.
+    /// The entry had fired, and the timer is at its `max_pending` limit
+    /// (pending again it would go over) or has shut down (nothing would
+    /// fire it), so it is freed instead, as a reset of a completed sleep is
+    /// refused; the sleep is idle, and its next poll registers again and
+    /// reports the refusal.
     Refused,
 }
 
@@ -345,7 +346,10 @@ impl Shard {
     /// earliest with its tick come) fires the entry now: it is freed and its
     /// waker woken. After shutdown a pending entry is still moved (only
     /// the alarm is left alone), so its next poll reports the shutdown,
-    /// unless the new deadline has passed by the clock.
+    /// unless the new deadline has passed by the clock; a fired one is
+    /// refused ([`Reset::Refused`]), as a completed sleep's reset is: made
+    /// pending again it would count in `Stats::pending`, and against
+    /// `max_pending`, on a timer that can never fire it.
     pub(crate) fn reset(
         self: &Arc<Self>,
         key: Key,
@@ -375,11 +379,11 @@ impl Shard {
         }
         // A fired entry made pending again takes a place under
         // `max_pending`, as a new registration does: refused at the limit
-        // (its slab slot it has already).
+        // (its slab slot it has already), and after a shutdown, which
+        // refuses every registration.
         let was_scheduled = inner.wheel.is_scheduled(key);
         if was_scheduled == Some(false)
-            && !self.is_shut_down()
-            && inner.wheel.scheduled() >= self.max_pending
+            && (self.is_shut_down() || inner.wheel.scheduled() >= self.max_pending)
         {
             let job = inner.wheel.remove(key);
             self.tidy(&mut inner);
