@@ -21,6 +21,14 @@ fn multi_thread(workers: usize) -> Runtime {
         .unwrap()
 }
 
+/// A current-thread runtime whose paused clock is an hour ahead of the
+/// real one.
+fn an_hour_ahead() -> Runtime {
+    let rt = common::paused_unguarded();
+    rt.block_on(tokio::time::advance(Duration::from_secs(3600)));
+    rt
+}
+
 /// A task of runtime one asks for the default timer, and makes a
 /// `DelayQueue`, inside runtime two's `Handle::enter`. Runtime one's sleeps
 /// on that worker still belong to runtime one (before, they bound to
@@ -190,13 +198,6 @@ fn a_pass_reads_its_own_clock_while_a_task_holds_another_runtime_entered() {
 /// and came out at once, up to an hour early.
 #[test]
 fn a_queue_made_on_a_clock_ahead_of_its_timers_is_never_early() {
-    let paused = || {
-        Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap()
-    };
     let drain = |rt: Runtime, mut queue: DelayQueue<&'static str>| {
         rt.block_on(async move {
             let start = wheel::Instant::now();
@@ -209,14 +210,14 @@ fn a_queue_made_on_a_clock_ahead_of_its_timers_is_never_early() {
             assert_eq!(out, [("b", ms(20)), ("a", ms(1500))]);
         });
     };
-    let ahead = paused().block_on(async {
+    let ahead = common::paused_unguarded().block_on(async {
         tokio::time::advance(Duration::from_secs(3600)).await;
         DelayQueue::new()
     });
-    drain(paused(), ahead);
+    drain(common::paused_unguarded(), ahead);
     // The real clock moves on past the paused one by more than the first
     // deadline before the queue is made.
-    let behind = paused();
+    let behind = common::paused_unguarded();
     std::thread::sleep(ms(30));
     drain(behind, DelayQueue::new());
 }
@@ -231,16 +232,8 @@ fn a_queue_made_on_a_clock_ahead_of_its_timers_is_never_early() {
 #[test]
 fn a_duration_made_outside_any_runtime_counts_on_the_clock_it_is_polled_on() {
     let _guard = common::guard();
-    let paused = || {
-        Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap()
-    };
-    let ahead = paused();
-    ahead.block_on(tokio::time::advance(Duration::from_secs(3600)));
-    let behind = paused();
+    let ahead = an_hour_ahead();
+    let behind = common::paused_unguarded();
     // The real clock moves on past the paused one.
     std::thread::sleep(ms(30));
     for (name, rt) in [("ahead", &ahead), ("behind", &behind)] {
@@ -366,12 +359,7 @@ fn a_duration_made_outside_is_never_early_on_a_test_runtime_paused_ahead() {
 #[test]
 fn a_duration_made_outside_is_not_due_by_a_shut_down_paused_clock_ahead() {
     let _guard = common::guard();
-    let rt = Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
-    rt.block_on(tokio::time::advance(Duration::from_secs(3600)));
+    let rt = an_hour_ahead();
     let handle = rt.handle().clone();
     drop(rt);
     let mut sleep = task::spawn(wheel::sleep(Duration::from_secs(10)));
@@ -395,12 +383,7 @@ fn a_duration_made_outside_is_not_due_by_a_shut_down_paused_clock_ahead() {
 #[test]
 fn an_interval_made_outside_does_not_burst_on_a_paused_clock_ahead() {
     let _guard = common::guard();
-    let rt = Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
-    rt.block_on(tokio::time::advance(Duration::from_secs(3600)));
+    let rt = an_hour_ahead();
     let mut interval = wheel::interval(ms(100));
     rt.block_on(async {
         let start = wheel::Instant::now();
@@ -421,14 +404,7 @@ fn an_interval_made_outside_does_not_burst_on_a_paused_clock_ahead() {
 #[test]
 fn a_duration_made_in_a_shut_down_runtime_behind_is_never_early() {
     let _guard = common::guard();
-    let paused = || {
-        Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap()
-    };
-    let dead = paused();
+    let dead = common::paused_unguarded();
     let handle = dead.handle().clone();
     drop(dead);
     // The real clock moves on past the dead runtime's paused one.
@@ -441,7 +417,7 @@ fn a_duration_made_in_a_shut_down_runtime_behind_is_never_early() {
         )
     };
     let (mut sleep, mut timeout) = (task::spawn(sleep), task::spawn(timeout));
-    paused().block_on(async {
+    common::paused_unguarded().block_on(async {
         assert_pending!(sleep.poll(), "the sleep completed at once");
         assert_pending!(timeout.poll(), "the timeout expired at once");
     });
